@@ -1,0 +1,69 @@
+//! The engine's error type. Every message names the problem and the thing it
+//! concerns (a path, a key, an architecture), so a CLI can print it as one line.
+
+use std::path::PathBuf;
+
+/// Result alias used across the engine.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("model path does not exist: {}", .0.display())]
+    ModelNotFound(PathBuf),
+
+    #[error("unknown model alias '{alias}' (known aliases: {known})")]
+    UnknownAlias { alias: String, known: String },
+
+    #[error("bundled model '{alias}' is not installed at {}: run scripts/setup.sh", .path.display())]
+    AliasNotInstalled { alias: String, path: PathBuf },
+
+    #[error("model '{0}' is neither a local path nor in the local Hugging Face cache")]
+    NotInHfCache(String),
+
+    #[error("invalid model at {}: {reason}", .path.display())]
+    InvalidModel { path: PathBuf, reason: String },
+
+    #[error("unsupported model architecture '{0}' (supported: llama)")]
+    UnsupportedArchitecture(String),
+
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+
+    #[error("chat template: {0}")]
+    Template(String),
+
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+
+    #[error("MLX: {0}")]
+    Mlx(String),
+
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl EngineError {
+    pub(crate) fn invalid_model(path: impl Into<PathBuf>, reason: impl std::fmt::Display) -> Self {
+        EngineError::InvalidModel {
+            path: path.into(),
+            reason: reason.to_string(),
+        }
+    }
+
+    pub(crate) fn io(context: impl std::fmt::Display, source: std::io::Error) -> Self {
+        EngineError::Io {
+            context: context.to_string(),
+            source,
+        }
+    }
+}
+
+impl From<mlx_rs::error::Exception> for EngineError {
+    fn from(e: mlx_rs::error::Exception) -> Self {
+        EngineError::Mlx(e.to_string())
+    }
+}

@@ -1,0 +1,99 @@
+//! Single-sequence generation: prefill the prompt, then decode token by
+//! token until an EOS id or `max_tokens`, streaming text as it completes.
+
+use crate::eos::EosSet;
+use crate::error::Result;
+use crate::models::CausalLm;
+use crate::sampler::{Sampler, SamplingParams};
+use crate::tokenizer::{IncrementalDecoder, TextTokenizer};
+
+/// Limits and sampling of one generation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenerationParams {
+    pub max_tokens: usize,
+    pub sampling: SamplingParams,
+}
+
+impl Default for GenerationParams {
+    fn default() -> Self {
+        GenerationParams {
+            max_tokens: 256,
+            sampling: SamplingParams::default(),
+        }
+    }
+}
+
+/// Why generation ended (OpenAI's `finish_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An EOS id was produced (it is not part of the output).
+    Stop,
+    /// `max_tokens` were produced.
+    Length,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+        }
+    }
+}
+
+/// The result of one generation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    pub text: String,
+    /// Generated ids, without the EOS id that ended it.
+    pub tokens: Vec<u32>,
+    pub finish_reason: FinishReason,
+    pub prompt_tokens: usize,
+}
+
+/// Generates a continuation of `prompt`, calling `on_text` with each piece
+/// of completed text as soon as it is known.
+pub fn generate(
+    model: &dyn CausalLm,
+    tokenizer: &TextTokenizer,
+    eos: &EosSet,
+    prompt: &[u32],
+    params: &GenerationParams,
+    mut on_text: impl FnMut(&str),
+) -> Result<Generation> {
+    let sampler = Sampler::new(params.sampling);
+    let mut cache = model.new_cache();
+    let mut decoder = IncrementalDecoder::new();
+    let mut text = String::new();
+    let mut tokens = Vec::new();
+    let mut finish_reason = FinishReason::Length;
+    let mut input: Vec<u32> = prompt.to_vec();
+    while tokens.len() < params.max_tokens {
+        let logits = model.forward(&input, &mut cache)?;
+        let logits = logits.as_type::<f32>()?;
+        logits.eval()?;
+        let next = sampler.sample(logits.as_slice::<f32>(), cache.offset());
+        if eos.contains(next) {
+            finish_reason = FinishReason::Stop;
+            break;
+        }
+        tokens.push(next);
+        let piece = decoder.push(tokenizer, next)?;
+        if !piece.is_empty() {
+            on_text(&piece);
+            text.push_str(&piece);
+        }
+        input = vec![next];
+    }
+    let rest = decoder.finish(tokenizer)?;
+    if !rest.is_empty() {
+        on_text(&rest);
+        text.push_str(&rest);
+    }
+    Ok(Generation {
+        text,
+        tokens,
+        finish_reason,
+        prompt_tokens: prompt.len(),
+    })
+}

@@ -1,0 +1,331 @@
+//! GGUF files: a structural check of the header, then MLX's loader.
+//!
+//! MLX's GGUF reader memory-maps the file and trusts its offsets, so a
+//! truncated download would fail deep inside it (or read past the end).
+//! [`check_header`] walks the header first and proves that every tensor's
+//! bytes are inside the file, which turns such files into a one-line error.
+
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use mlx_rs::io::GgufFile;
+use mlx_rs::Array;
+
+use crate::error::{EngineError, Result};
+
+/// An opened GGUF model: MLX's container plus the path for error messages.
+pub struct GgufModelFile {
+    path: PathBuf,
+    file: GgufFile,
+    tensor_names: Vec<String>,
+}
+
+impl GgufModelFile {
+    /// Checks the header, then loads the file with MLX (quantized tensors come
+    /// back as MLX `weight`/`scales`/`biases` triples).
+    pub fn open(path: &Path) -> Result<Self> {
+        check_header(path)?;
+        let file = GgufFile::load(path).map_err(|e| EngineError::invalid_model(path, e))?;
+        let tensor_names = file
+            .array_keys()
+            .map_err(|e| EngineError::invalid_model(path, e))?;
+        Ok(GgufModelFile {
+            path: path.to_path_buf(),
+            file,
+            tensor_names,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn tensor_names(&self) -> &[String] {
+        &self.tensor_names
+    }
+
+    pub fn has_tensor(&self, name: &str) -> bool {
+        self.tensor_names.iter().any(|n| n == name)
+    }
+
+    pub fn tensor(&self, name: &str) -> Result<Option<Array>> {
+        self.file.get_array(name).map_err(|e| self.bad(e))
+    }
+
+    pub fn string(&self, key: &str) -> Result<Option<String>> {
+        self.file.get_metadata_string(key).map_err(|e| self.bad(e))
+    }
+
+    pub fn strings(&self, key: &str) -> Result<Option<Vec<String>>> {
+        self.file.get_metadata_strings(key).map_err(|e| self.bad(e))
+    }
+
+    /// A numeric metadata value or array, as MLX returns it.
+    pub fn array(&self, key: &str) -> Result<Option<Array>> {
+        self.file.get_metadata_array(key).map_err(|e| self.bad(e))
+    }
+
+    pub fn usize(&self, key: &str) -> Result<Option<usize>> {
+        Ok(self.i64s(key)?.and_then(|v| v.first().map(|&x| x as usize)))
+    }
+
+    pub fn f32(&self, key: &str) -> Result<Option<f32>> {
+        let Some(a) = self.array(key)? else {
+            return Ok(None);
+        };
+        let a = a.as_type::<f32>().map_err(|e| self.bad(e))?;
+        Ok(a.as_slice::<f32>().first().copied())
+    }
+
+    /// A numeric metadata list as i64 (token types, eos id lists).
+    pub fn i64s(&self, key: &str) -> Result<Option<Vec<i64>>> {
+        let Some(a) = self.array(key)? else {
+            return Ok(None);
+        };
+        let a = a.as_type::<i64>().map_err(|e| self.bad(e))?;
+        Ok(Some(a.as_slice::<i64>().to_vec()))
+    }
+
+    pub fn require_string(&self, key: &str) -> Result<String> {
+        self.string(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    pub fn require_usize(&self, key: &str) -> Result<usize> {
+        self.usize(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    pub fn missing(&self, key: &str) -> EngineError {
+        EngineError::invalid_model(&self.path, format!("missing GGUF metadata '{key}'"))
+    }
+
+    fn bad(&self, e: impl std::fmt::Display) -> EngineError {
+        EngineError::invalid_model(&self.path, e)
+    }
+}
+
+/// Validates magic, version and that all tensor data lies within the file.
+pub fn check_header(path: &Path) -> Result<()> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| EngineError::io(format!("reading {}", path.display()), e))?;
+    let file = std::fs::File::open(path)
+        .map_err(|e| EngineError::io(format!("opening {}", path.display()), e))?;
+    let mut r = HeaderReader {
+        inner: BufReader::new(file),
+        pos: 0,
+    };
+    let bad = |reason: String| EngineError::invalid_model(path, reason);
+    let truncated = |_| bad("truncated GGUF: the file ends inside its header".into());
+
+    let mut magic = [0u8; 4];
+    r.read_exact(&mut magic).map_err(truncated)?;
+    if &magic != b"GGUF" {
+        return Err(bad("not a GGUF file (bad magic)".into()));
+    }
+    let version = r.u32().map_err(truncated)?;
+    if !(2..=3).contains(&version) {
+        return Err(bad(format!("unsupported GGUF version {version}")));
+    }
+    let n_tensors = r.u64().map_err(truncated)?;
+    let n_kv = r.u64().map_err(truncated)?;
+    if n_tensors > 1 << 20 || n_kv > 1 << 20 {
+        return Err(bad("corrupt GGUF header (absurd counts)".into()));
+    }
+    let mut alignment = 32u64;
+    for _ in 0..n_kv {
+        let key = r.string().map_err(truncated)?;
+        let ty = r.u32().map_err(truncated)?;
+        if key == "general.alignment" && ty == 4 {
+            alignment = u64::from(r.u32().map_err(truncated)?).max(1);
+        } else {
+            r.skip_value(ty).map_err(|e| bad(e.to_string()))?;
+        }
+    }
+    let mut data_end = 0u64;
+    for _ in 0..n_tensors {
+        let name = r.string().map_err(truncated)?;
+        let n_dims = r.u32().map_err(truncated)?;
+        if n_dims > 8 {
+            return Err(bad(format!("tensor '{name}' has {n_dims} dimensions")));
+        }
+        let mut elements = 1u64;
+        for _ in 0..n_dims {
+            elements = elements.saturating_mul(r.u64().map_err(truncated)?);
+        }
+        let ggml_type = r.u32().map_err(truncated)?;
+        let offset = r.u64().map_err(truncated)?;
+        let size = ggml_type_size(ggml_type, elements).unwrap_or(0);
+        data_end = data_end.max(offset.saturating_add(size));
+    }
+    let data_start = r.pos.div_ceil(alignment) * alignment;
+    let needed = data_start.saturating_add(data_end);
+    if meta.len() < needed {
+        return Err(bad(format!(
+            "truncated GGUF: the file has {} bytes but its tensors need {needed}",
+            meta.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Bytes taken by `n` elements of a ggml type; `None` for types this check
+/// does not know (their extent is then not verified).
+fn ggml_type_size(ty: u32, n: u64) -> Option<u64> {
+    // (block elements, block bytes) per ggml type id.
+    let (block, bytes) = match ty {
+        0 => (1, 4),     // F32
+        1 => (1, 2),     // F16
+        2 => (32, 18),   // Q4_0
+        3 => (32, 20),   // Q4_1
+        6 => (32, 22),   // Q5_0
+        7 => (32, 24),   // Q5_1
+        8 => (32, 34),   // Q8_0
+        9 => (32, 36),   // Q8_1
+        10 => (256, 84), // Q2_K
+        11 => (256, 110),
+        12 => (256, 144),
+        13 => (256, 176),
+        14 => (256, 210),
+        15 => (256, 292),
+        24 => (1, 1),  // I8
+        25 => (1, 2),  // I16
+        26 => (1, 4),  // I32
+        27 => (1, 8),  // I64
+        28 => (1, 8),  // F64
+        30 => (1, 2),  // BF16
+        _ => return None,
+    };
+    Some(n.div_ceil(block) * bytes)
+}
+
+struct HeaderReader<R> {
+    inner: R,
+    pos: u64,
+}
+
+impl<R: Read> HeaderReader<R> {
+    fn read_exact(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
+        self.inner.read_exact(buf)?;
+        self.pos += buf.len() as u64;
+        Ok(())
+    }
+
+    fn u32(&mut self) -> std::io::Result<u32> {
+        let mut b = [0u8; 4];
+        self.read_exact(&mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn u64(&mut self) -> std::io::Result<u64> {
+        let mut b = [0u8; 8];
+        self.read_exact(&mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn skip(&mut self, n: u64) -> std::io::Result<()> {
+        let copied = std::io::copy(&mut (&mut self.inner).take(n), &mut std::io::sink())?;
+        self.pos += copied;
+        if copied < n {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(())
+    }
+
+    fn string(&mut self) -> std::io::Result<String> {
+        let len = self.u64()?;
+        if len > 1 << 24 {
+            return Err(std::io::Error::other("string longer than 16 MiB"));
+        }
+        let mut b = vec![0u8; len as usize];
+        self.read_exact(&mut b)?;
+        Ok(String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// Skips one metadata value of GGUF value type `ty`.
+    fn skip_value(&mut self, ty: u32) -> std::io::Result<()> {
+        match ty {
+            0 | 1 | 7 => self.skip(1), // u8, i8, bool
+            2 | 3 => self.skip(2),
+            4..=6 => self.skip(4),
+            10..=12 => self.skip(8),
+            8 => {
+                let len = self.u64()?;
+                self.skip(len)
+            }
+            9 => {
+                let elem = self.u32()?;
+                let count = self.u64()?;
+                match elem {
+                    0 | 1 | 7 => self.skip(count),
+                    2 | 3 => self.skip(count * 2),
+                    4..=6 => self.skip(count * 4),
+                    10..=12 => self.skip(count * 8),
+                    _ => (0..count).try_for_each(|_| self.skip_value(elem)),
+                }
+            }
+            other => Err(std::io::Error::other(format!(
+                "corrupt GGUF header (unknown value type {other})"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(tensor_bytes: u64, file_len: usize) -> Vec<u8> {
+        let mut b = b"GGUF".to_vec();
+        b.extend(3u32.to_le_bytes());
+        b.extend(1u64.to_le_bytes()); // tensors
+        b.extend(1u64.to_le_bytes()); // kv
+        b.extend(4u64.to_le_bytes());
+        b.extend(b"name");
+        b.extend(8u32.to_le_bytes());
+        b.extend(3u64.to_le_bytes());
+        b.extend(b"abc");
+        b.extend(1u64.to_le_bytes());
+        b.extend(b"w");
+        b.extend(1u32.to_le_bytes());
+        b.extend((tensor_bytes / 4).to_le_bytes());
+        b.extend(0u32.to_le_bytes()); // F32
+        b.extend(0u64.to_le_bytes());
+        b.resize(file_len, 0);
+        b
+    }
+
+    fn check(bytes: &[u8]) -> Result<()> {
+        let path = std::env::temp_dir().join(format!(
+            "afm-gguf-{}-{}.gguf",
+            std::process::id(),
+            bytes.len()
+        ));
+        std::fs::write(&path, bytes).unwrap();
+        let r = check_header(&path);
+        std::fs::remove_file(&path).unwrap();
+        r
+    }
+
+    #[test]
+    fn complete_file_passes() {
+        let h = header(0, 0);
+        let data_start = h.len().div_ceil(32) * 32;
+        check(&header(64, data_start + 64)).unwrap();
+    }
+
+    #[test]
+    fn missing_tensor_bytes_are_reported_as_truncation() {
+        let h = header(0, 0);
+        let data_start = h.len().div_ceil(32) * 32;
+        let err = check(&header(64, data_start + 10)).unwrap_err().to_string();
+        assert!(err.contains("truncated GGUF"), "{err}");
+    }
+
+    #[test]
+    fn cut_header_and_bad_magic_are_named() {
+        let h = header(64, 0);
+        let err = check(&h[..20]).unwrap_err().to_string();
+        assert!(err.contains("truncated GGUF"), "{err}");
+        let err = check(b"NOPE0000").unwrap_err().to_string();
+        assert!(err.contains("bad magic"), "{err}");
+    }
+}

@@ -1,0 +1,22 @@
+//! afm's inference engine: loads a model (GGUF or MLX/HF safetensors), its
+//! tokenizer, chat template and EOS set, and generates with MLX.
+//!
+//! One module per concern; see `docs/architecture.md` for the data flow.
+
+pub mod chat_template;
+pub mod eos;
+pub mod error;
+pub mod generate;
+pub mod gguf;
+pub mod loaded_model;
+pub mod model_config;
+pub mod model_source;
+pub mod models;
+pub mod sampler;
+pub mod tokenizer;
+pub mod weights;
+
+pub use error::{EngineError, Result};
+pub use generate::{generate, FinishReason, Generation, GenerationParams};
+pub use loaded_model::LoadedModel;
+pub use sampler::SamplingParams;

@@ -1,0 +1,194 @@
+//! Everything needed to serve one model: weights, tokenizer, chat template
+//! and EOS set, loaded from a GGUF file or an MLX/HF folder.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::chat_template::{ChatTemplate, TemplateInput};
+use crate::eos::EosSet;
+use crate::error::{EngineError, Result};
+use crate::gguf::GgufModelFile;
+use crate::model_config::{quantization_of, read_json, ModelConfig};
+use crate::model_source::ModelSource;
+use crate::models::{self, CausalLm};
+use crate::tokenizer::TextTokenizer;
+use crate::weights::{TensorMap, WeightMode};
+
+/// Group size MLX uses when `config.json` does not say.
+const MLX_DEFAULT_GROUP_SIZE: i32 = 64;
+
+pub struct LoadedModel {
+    /// A short name for responses and logs (file or folder name).
+    pub name: String,
+    pub model: Box<dyn CausalLm>,
+    pub tokenizer: TextTokenizer,
+    pub template: ChatTemplate,
+    pub eos: EosSet,
+}
+
+impl LoadedModel {
+    /// Loads what `--model` names (alias, path or cached HF repo id).
+    pub fn load(spec: &str) -> Result<Self> {
+        Self::load_source(&ModelSource::resolve(spec)?, WeightMode::for_platform())
+    }
+
+    pub fn load_source(source: &ModelSource, mode: WeightMode) -> Result<Self> {
+        match source {
+            ModelSource::Gguf(path) => Self::load_gguf(path, mode),
+            ModelSource::SafetensorsDir(dir) => Self::load_dir(dir, mode),
+        }
+    }
+
+    fn load_gguf(path: &Path, mode: WeightMode) -> Result<Self> {
+        let file = GgufModelFile::open(path)?;
+        let config = ModelConfig::from_gguf(&file)?;
+        let tokenizer = TextTokenizer::from_gguf(&file)?;
+        let token_text = |key: &str| -> Result<Option<String>> {
+            Ok(file
+                .usize(key)?
+                .and_then(|id| tokenizer.id_to_token(id as u32)))
+        };
+        let source = file
+            .string("tokenizer.chat_template")?
+            .ok_or_else(|| file.missing("tokenizer.chat_template"))?;
+        let template = ChatTemplate::new(
+            &source,
+            token_text("tokenizer.ggml.bos_token_id")?,
+            token_text("tokenizer.ggml.eos_token_id")?,
+        )?;
+        let eos = EosSet::from_gguf(&file)?;
+        let weights = TensorMap::from_gguf(&file, mode)?;
+        let model = models::load(config, &weights)?;
+        Ok(LoadedModel {
+            name: file_name(path),
+            model,
+            tokenizer,
+            template,
+            eos,
+        })
+    }
+
+    fn load_dir(dir: &Path, mode: WeightMode) -> Result<Self> {
+        let config_path = dir.join("config.json");
+        let config = ModelConfig::from_config_json(&config_path)?;
+        let tokenizer = TextTokenizer::from_file(&dir.join("tokenizer.json"))?;
+        let tok_cfg = TokenizerConfig::read(dir)?;
+        let source = tok_cfg.chat_template(dir)?;
+        let template = ChatTemplate::new(&source, tok_cfg.bos_token(), tok_cfg.eos_token())?;
+        let eos = eos_for_dir(dir, &tokenizer)?;
+        let group_size = quantization_of(&config_path)?
+            .map_or(MLX_DEFAULT_GROUP_SIZE, |q| q.group_size);
+        let weights = TensorMap::from_safetensors_dir(dir, group_size, mode)?;
+        let model = models::load(config, &weights)?;
+        Ok(LoadedModel {
+            name: file_name(dir),
+            model,
+            tokenizer,
+            template,
+            eos,
+        })
+    }
+
+    /// Renders the chat template and tokenizes the result.
+    pub fn prompt_tokens(&self, input: &TemplateInput) -> Result<Vec<u32>> {
+        self.tokenizer.encode(&self.template.render(input)?)
+    }
+}
+
+/// The EOS set of an HF folder: the tokenizer's `eos_token` plus the
+/// `eos_token_id` entries of `config.json` and `generation_config.json`.
+pub fn eos_for_dir(dir: &Path, tokenizer: &TextTokenizer) -> Result<EosSet> {
+    let mut eos = EosSet::from_config_files(dir)?;
+    if let Some(id) = TokenizerConfig::read(dir)?
+        .eos_token()
+        .and_then(|t| tokenizer.token_to_id(&t))
+    {
+        eos.insert(id);
+    }
+    Ok(eos)
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// The parts of `tokenizer_config.json` the engine uses.
+#[derive(Debug, Default, Deserialize)]
+struct TokenizerConfig {
+    chat_template: Option<TemplateField>,
+    bos_token: Option<TokenField>,
+    eos_token: Option<TokenField>,
+}
+
+/// `chat_template` is a string or a list of named templates.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum TemplateField {
+    One(String),
+    Named(Vec<NamedTemplate>),
+}
+
+#[derive(Debug, Deserialize)]
+struct NamedTemplate {
+    name: String,
+    template: String,
+}
+
+/// A special token is a string or an `AddedToken` object with `content`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum TokenField {
+    Text(String),
+    Added { content: String },
+}
+
+impl TokenField {
+    fn text(&self) -> String {
+        match self {
+            TokenField::Text(t) | TokenField::Added { content: t } => t.clone(),
+        }
+    }
+}
+
+impl TokenizerConfig {
+    fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join("tokenizer_config.json");
+        if path.is_file() {
+            read_json(&path)
+        } else {
+            Ok(TokenizerConfig::default())
+        }
+    }
+
+    /// The default template: `tokenizer_config.json`'s, else the
+    /// `chat_template.jinja` file newer checkpoints ship.
+    fn chat_template(&self, dir: &Path) -> Result<String> {
+        match &self.chat_template {
+            Some(TemplateField::One(t)) => return Ok(t.clone()),
+            Some(TemplateField::Named(list)) => {
+                if let Some(t) = list.iter().find(|t| t.name == "default").or(list.first()) {
+                    return Ok(t.template.clone());
+                }
+            }
+            None => {}
+        }
+        let jinja = dir.join("chat_template.jinja");
+        std::fs::read_to_string(&jinja).map_err(|_| {
+            EngineError::invalid_model(
+                dir,
+                "no chat template (tokenizer_config.json chat_template or chat_template.jinja)",
+            )
+        })
+    }
+
+    fn bos_token(&self) -> Option<String> {
+        self.bos_token.as_ref().map(TokenField::text)
+    }
+
+    fn eos_token(&self) -> Option<String> {
+        self.eos_token.as_ref().map(TokenField::text)
+    }
+}

@@ -1,0 +1,153 @@
+//! A decoder's hyper-parameters, read from GGUF metadata or `config.json`.
+
+use serde::Deserialize;
+use std::path::Path;
+
+use crate::error::{EngineError, Result};
+use crate::gguf::GgufModelFile;
+
+/// Architectures the engine can run. Each has one file under `models/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    Llama,
+}
+
+impl Architecture {
+    /// Maps a GGUF `general.architecture` or HF `model_type` to a known one.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "llama" | "LlamaForCausalLM" => Ok(Architecture::Llama),
+            other => Err(EngineError::UnsupportedArchitecture(other.to_string())),
+        }
+    }
+}
+
+/// Hyper-parameters of a llama-family decoder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    pub architecture: Architecture,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f32,
+    pub rope_theta: f32,
+    /// GGUF stores Q/K rows permuted for interleaved ("traditional") RoPE;
+    /// HF checkpoints use the rotate-half layout.
+    pub rope_traditional: bool,
+    pub max_position_embeddings: usize,
+    pub tie_word_embeddings: bool,
+}
+
+impl ModelConfig {
+    /// Reads a GGUF file's `<arch>.*` keys. `vocab_size` falls back to the
+    /// token list's length, `head_dim` to `hidden / heads`.
+    pub fn from_gguf(file: &GgufModelFile) -> Result<Self> {
+        let arch_name = file.require_string("general.architecture")?;
+        let architecture = Architecture::from_name(&arch_name)?;
+        let key = |k: &str| format!("{arch_name}.{k}");
+        let hidden_size = file.require_usize(&key("embedding_length"))?;
+        let num_heads = file.require_usize(&key("attention.head_count"))?;
+        let vocab_size = match file.usize(&key("vocab_size"))? {
+            Some(v) => v,
+            None => file
+                .strings("tokenizer.ggml.tokens")?
+                .map(|t| t.len())
+                .ok_or_else(|| file.missing("tokenizer.ggml.tokens"))?,
+        };
+        Ok(ModelConfig {
+            architecture,
+            vocab_size,
+            hidden_size,
+            intermediate_size: file.require_usize(&key("feed_forward_length"))?,
+            num_layers: file.require_usize(&key("block_count"))?,
+            num_heads,
+            num_kv_heads: file
+                .usize(&key("attention.head_count_kv"))?
+                .unwrap_or(num_heads),
+            head_dim: file
+                .usize(&key("attention.key_length"))?
+                .unwrap_or(hidden_size / num_heads),
+            rms_norm_eps: file
+                .f32(&key("attention.layer_norm_rms_epsilon"))?
+                .unwrap_or(1e-5),
+            rope_theta: file.f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
+            rope_traditional: true,
+            max_position_embeddings: file.usize(&key("context_length"))?.unwrap_or(2048),
+            tie_word_embeddings: !file.has_tensor("output.weight"),
+        })
+    }
+
+    /// Reads an HF/MLX `config.json`.
+    pub fn from_config_json(path: &Path) -> Result<Self> {
+        let raw = read_json::<RawConfig>(path)?;
+        let arch_name = raw
+            .model_type
+            .clone()
+            .or_else(|| raw.architectures.as_ref().and_then(|a| a.first().cloned()))
+            .ok_or_else(|| EngineError::invalid_model(path, "config.json has no model_type"))?;
+        let architecture = Architecture::from_name(&arch_name)?;
+        let need = |v: Option<usize>, name: &str| {
+            v.ok_or_else(|| EngineError::invalid_model(path, format!("config.json lacks {name}")))
+        };
+        let hidden_size = need(raw.hidden_size, "hidden_size")?;
+        let num_heads = need(raw.num_attention_heads, "num_attention_heads")?;
+        Ok(ModelConfig {
+            architecture,
+            vocab_size: need(raw.vocab_size, "vocab_size")?,
+            hidden_size,
+            intermediate_size: need(raw.intermediate_size, "intermediate_size")?,
+            num_layers: need(raw.num_hidden_layers, "num_hidden_layers")?,
+            num_heads,
+            num_kv_heads: raw.num_key_value_heads.unwrap_or(num_heads),
+            head_dim: raw.head_dim.unwrap_or(hidden_size / num_heads),
+            rms_norm_eps: raw.rms_norm_eps.unwrap_or(1e-5),
+            rope_theta: raw.rope_theta.unwrap_or(10_000.0),
+            rope_traditional: false,
+            max_position_embeddings: raw.max_position_embeddings.unwrap_or(2048),
+            tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(false),
+        })
+    }
+}
+
+/// MLX quantization parameters from `config.json` (`quantization` key).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+pub struct QuantizationConfig {
+    pub group_size: i32,
+    pub bits: i32,
+}
+
+/// Reads `config.json`'s `quantization` (or `quantization_config`) entry.
+pub fn quantization_of(path: &Path) -> Result<Option<QuantizationConfig>> {
+    let raw = read_json::<RawConfig>(path)?;
+    Ok(raw.quantization.or(raw.quantization_config))
+}
+
+#[derive(Debug, Deserialize)]
+struct RawConfig {
+    model_type: Option<String>,
+    architectures: Option<Vec<String>>,
+    vocab_size: Option<usize>,
+    hidden_size: Option<usize>,
+    intermediate_size: Option<usize>,
+    num_hidden_layers: Option<usize>,
+    num_attention_heads: Option<usize>,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    rms_norm_eps: Option<f32>,
+    rope_theta: Option<f32>,
+    max_position_embeddings: Option<usize>,
+    tie_word_embeddings: Option<bool>,
+    quantization: Option<QuantizationConfig>,
+    quantization_config: Option<QuantizationConfig>,
+}
+
+/// Parses a JSON file into `T`, naming the file in any error.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| EngineError::io(format!("reading {}", path.display()), e))?;
+    serde_json::from_str(&text).map_err(|e| EngineError::invalid_model(path, e))
+}

@@ -1,0 +1,316 @@
+//! Model tensors under one naming scheme (Hugging Face's), whatever the file
+//! format, plus the two layer kinds that hold them: [`Linear`] and
+//! [`Embedding`], each dense or MLX-quantized.
+//!
+//! On the CPU every quantized tensor is dequantized to f32 at load: MLX's
+//! quantized matmul on x86 is several times slower than an f32 matmul with
+//! OpenBLAS. On Metal the quantized form is kept and multiplied directly.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use mlx_rs::ops::{dequantize, matmul, quantized_matmul};
+use mlx_rs::Array;
+
+use crate::error::{EngineError, Result};
+use crate::gguf::GgufModelFile;
+
+/// GGUF always quantizes in blocks of 32 values.
+const GGUF_GROUP_SIZE: i32 = 32;
+
+/// How quantized tensors are stored and used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightMode {
+    /// Dequantize at load (the CPU path).
+    Dequantize,
+    /// Keep quantized and use quantized kernels (the Metal path).
+    KeepQuantized,
+}
+
+impl WeightMode {
+    /// The right mode for the device MLX runs on in this build.
+    pub fn for_platform() -> Self {
+        if cfg!(target_os = "macos") {
+            WeightMode::KeepQuantized
+        } else {
+            WeightMode::Dequantize
+        }
+    }
+}
+
+/// A named set of tensors, with the quantization group size that applies.
+pub struct TensorMap {
+    tensors: HashMap<String, Array>,
+    group_size: i32,
+    mode: WeightMode,
+    origin: String,
+}
+
+impl TensorMap {
+    /// Takes every tensor of a GGUF file, renamed to HF names.
+    pub fn from_gguf(file: &GgufModelFile, mode: WeightMode) -> Result<Self> {
+        let mut tensors = HashMap::new();
+        for name in file.tensor_names() {
+            if let Some(t) = file.tensor(name)? {
+                tensors.insert(gguf_to_hf_name(name), t);
+            }
+        }
+        Ok(TensorMap {
+            tensors,
+            group_size: GGUF_GROUP_SIZE,
+            mode,
+            origin: file.path().display().to_string(),
+        })
+    }
+
+    /// Loads every `*.safetensors` file of a folder.
+    pub fn from_safetensors_dir(dir: &Path, group_size: i32, mode: WeightMode) -> Result<Self> {
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| EngineError::io(format!("reading {}", dir.display()), e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(EngineError::invalid_model(dir, "no .safetensors files"));
+        }
+        let mut tensors = HashMap::new();
+        for f in &files {
+            let loaded =
+                Array::load_safetensors(f).map_err(|e| EngineError::invalid_model(f, e))?;
+            tensors.extend(loaded);
+        }
+        Ok(TensorMap {
+            tensors,
+            group_size,
+            mode,
+            origin: dir.display().to_string(),
+        })
+    }
+
+    /// Builds a map from tensors already in memory (tests, conversions).
+    pub fn from_tensors(tensors: HashMap<String, Array>, group_size: i32, mode: WeightMode) -> Self {
+        TensorMap {
+            tensors,
+            group_size,
+            mode,
+            origin: "in-memory tensors".into(),
+        }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    /// A plain tensor (norm weights), as f32.
+    pub fn dense(&self, name: &str) -> Result<Array> {
+        let t = self.get(name)?;
+        Ok(t.as_type::<f32>()?)
+    }
+
+    /// The linear layer whose weight is `<prefix>.weight` (`[out, in]`).
+    pub fn linear(&self, prefix: &str) -> Result<Linear> {
+        match self.quantized(prefix)? {
+            Some(q) if self.mode == WeightMode::KeepQuantized => Ok(Linear::Quantized(q)),
+            Some(q) => Ok(Linear::Dense(q.dequantize()?)),
+            None => Ok(Linear::Dense(self.dense(&format!("{prefix}.weight"))?)),
+        }
+    }
+
+    /// The embedding table `<prefix>.weight` (`[vocab, dim]`).
+    pub fn embedding(&self, prefix: &str) -> Result<Embedding> {
+        Ok(Embedding(self.linear(prefix)?))
+    }
+
+    fn get(&self, name: &str) -> Result<&Array> {
+        self.tensors.get(name).ok_or_else(|| EngineError::InvalidModel {
+            path: self.origin.clone().into(),
+            reason: format!("missing tensor '{name}'"),
+        })
+    }
+
+    fn quantized(&self, prefix: &str) -> Result<Option<QuantizedWeight>> {
+        let Some(scales) = self.tensors.get(&format!("{prefix}.scales")) else {
+            return Ok(None);
+        };
+        let weight = self.get(&format!("{prefix}.weight"))?.clone();
+        let biases = self.tensors.get(&format!("{prefix}.biases")).cloned();
+        // weight packs `bits` per value into u32 columns: [out, in * bits / 32];
+        // scales hold one value per group: [out, in / group_size].
+        let in_features = scales.dim(-1) * self.group_size;
+        let bits = weight.dim(-1) * 32 / in_features.max(1);
+        if ![2, 3, 4, 5, 6, 8].contains(&bits) {
+            return Err(EngineError::InvalidModel {
+                path: self.origin.clone().into(),
+                reason: format!("tensor '{prefix}' has an unsupported quantization ({bits} bits)"),
+            });
+        }
+        Ok(Some(QuantizedWeight {
+            weight,
+            scales: scales.clone(),
+            biases,
+            group_size: self.group_size,
+            bits,
+        }))
+    }
+}
+
+/// An MLX affine-quantized matrix.
+#[derive(Clone)]
+pub struct QuantizedWeight {
+    pub weight: Array,
+    pub scales: Array,
+    pub biases: Option<Array>,
+    pub group_size: i32,
+    pub bits: i32,
+}
+
+impl QuantizedWeight {
+    fn dequantize(&self) -> Result<Array> {
+        let w = dequantize(
+            &self.weight,
+            &self.scales,
+            self.biases.as_ref(),
+            self.group_size,
+            self.bits,
+        )?;
+        Ok(w.as_type::<f32>()?)
+    }
+}
+
+/// `y = x W^T`, with `W` dense (`[out, in]`) or quantized.
+#[derive(Clone)]
+pub enum Linear {
+    Dense(Array),
+    Quantized(QuantizedWeight),
+}
+
+impl Linear {
+    pub fn forward(&self, x: &Array) -> Result<Array> {
+        Ok(match self {
+            Linear::Dense(w) => matmul(x, w.t())?,
+            Linear::Quantized(q) => quantized_matmul(
+                x,
+                &q.weight,
+                &q.scales,
+                q.biases.as_ref(),
+                true,
+                q.group_size,
+                q.bits,
+            )?,
+        })
+    }
+
+    /// The array holding the weight as stored (dense or packed).
+    pub fn stored(&self) -> Array {
+        match self {
+            Linear::Dense(w) => w.clone(),
+            Linear::Quantized(q) => q.weight.clone(),
+        }
+    }
+
+    /// The dense matrix, materialized (dequantized if needed).
+    pub fn to_dense(&self) -> Result<Array> {
+        match self {
+            Linear::Dense(w) => Ok(w.clone()),
+            Linear::Quantized(q) => q.dequantize(),
+        }
+    }
+}
+
+/// A token embedding table; doubles as the LM head when embeddings are tied.
+#[derive(Clone)]
+pub struct Embedding(pub Linear);
+
+impl Embedding {
+    /// Rows of the table for `ids` (any shape of u32/i32 ids).
+    pub fn lookup(&self, ids: &Array) -> Result<Array> {
+        Ok(match &self.0 {
+            Linear::Dense(w) => w.take_axis(ids, 0)?,
+            Linear::Quantized(q) => {
+                let rows = |a: &Array| a.take_axis(ids, 0);
+                let w = dequantize(
+                    rows(&q.weight)?,
+                    rows(&q.scales)?,
+                    q.biases.as_ref().map(rows).transpose()?.as_ref(),
+                    q.group_size,
+                    q.bits,
+                )?;
+                w.as_type::<f32>()?
+            }
+        })
+    }
+
+    /// Number of rows (the vocabulary size).
+    pub fn rows(&self) -> i32 {
+        match &self.0 {
+            Linear::Dense(w) => w.dim(0),
+            Linear::Quantized(q) => q.weight.dim(0),
+        }
+    }
+}
+
+/// Maps a GGUF tensor name (`blk.3.attn_q.weight`) to the HF one
+/// (`model.layers.3.self_attn.q_proj.weight`). Unknown names pass through.
+pub fn gguf_to_hf_name(name: &str) -> String {
+    const TOP: &[(&str, &str)] = &[
+        ("token_embd", "model.embed_tokens"),
+        ("output_norm", "model.norm"),
+        ("output", "lm_head"),
+    ];
+    const LAYER: &[(&str, &str)] = &[
+        ("attn_q", "self_attn.q_proj"),
+        ("attn_k", "self_attn.k_proj"),
+        ("attn_v", "self_attn.v_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("attn_norm", "input_layernorm"),
+        ("ffn_norm", "post_attention_layernorm"),
+        ("ffn_gate", "mlp.gate_proj"),
+        ("ffn_up", "mlp.up_proj"),
+        ("ffn_down", "mlp.down_proj"),
+        ("attn_q_norm", "self_attn.q_norm"),
+        ("attn_k_norm", "self_attn.k_norm"),
+    ];
+    let (stem, suffix) = name.rsplit_once('.').unwrap_or((name, ""));
+    let mapped = if let Some(rest) = stem.strip_prefix("blk.") {
+        match rest.split_once('.') {
+            Some((layer, part)) => LAYER
+                .iter()
+                .find(|(g, _)| *g == part)
+                .map(|(_, hf)| format!("model.layers.{layer}.{hf}")),
+            None => None,
+        }
+    } else {
+        TOP.iter()
+            .find(|(g, _)| *g == stem)
+            .map(|(_, hf)| (*hf).to_string())
+    };
+    match mapped {
+        Some(m) if suffix.is_empty() => m,
+        Some(m) => format!("{m}.{suffix}"),
+        None => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gguf_to_hf_name;
+
+    #[test]
+    fn gguf_names_map_to_hf_names() {
+        assert_eq!(
+            gguf_to_hf_name("blk.12.attn_q.weight"),
+            "model.layers.12.self_attn.q_proj.weight"
+        );
+        assert_eq!(
+            gguf_to_hf_name("blk.0.ffn_down.scales"),
+            "model.layers.0.mlp.down_proj.scales"
+        );
+        assert_eq!(
+            gguf_to_hf_name("token_embd.biases"),
+            "model.embed_tokens.biases"
+        );
+        assert_eq!(gguf_to_hf_name("output.weight"), "lm_head.weight");
+        assert_eq!(gguf_to_hf_name("rope_freqs"), "rope_freqs");
+    }
+}
