@@ -1,0 +1,107 @@
+//! The EOS set is the union of every place a model declares end tokens, and
+//! generation stops on each member (the turn-end bug class of seed 004).
+
+use std::path::PathBuf;
+
+use afm_engine::eos::EosSet;
+use afm_engine::loaded_model::eos_for_dir;
+use afm_engine::model_config::{Architecture, ModelConfig};
+use afm_engine::models::{CausalLm, KvCache};
+use afm_engine::tokenizer::TextTokenizer;
+use afm_engine::{generate, FinishReason, GenerationParams, Result};
+use mlx_rs::Array;
+
+const VOCAB: usize = 128;
+
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/gemma4-style-eos")
+}
+
+/// A model that emits a fixed token sequence, one per step.
+struct Scripted {
+    config: ModelConfig,
+    script: Vec<u32>,
+}
+
+impl Scripted {
+    fn new(script: Vec<u32>) -> Self {
+        Scripted {
+            config: ModelConfig {
+                architecture: Architecture::Llama,
+                vocab_size: VOCAB,
+                hidden_size: 8,
+                intermediate_size: 8,
+                num_layers: 0,
+                num_heads: 1,
+                num_kv_heads: 1,
+                head_dim: 8,
+                rms_norm_eps: 1e-5,
+                rope_theta: 1e4,
+                rope_traditional: false,
+                max_position_embeddings: 64,
+                tie_word_embeddings: true,
+            },
+            script,
+        }
+    }
+}
+
+impl CausalLm for Scripted {
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Array> {
+        // The prompt is one token here, so steps taken = offset.
+        let step = cache.offset();
+        cache.advance(tokens.len());
+        let mut logits = vec![0f32; VOCAB];
+        logits[self.script[step] as usize] = 10.0;
+        Ok(Array::from_slice(&logits, &[VOCAB as i32]))
+    }
+
+    fn new_cache(&self) -> KvCache {
+        KvCache::new(0)
+    }
+}
+
+fn eos_and_tokenizer() -> (EosSet, TextTokenizer) {
+    let dir = fixture_dir();
+    let tokenizer = TextTokenizer::from_file(&dir.join("tokenizer.json")).unwrap();
+    (eos_for_dir(&dir, &tokenizer).unwrap(), tokenizer)
+}
+
+#[test]
+fn eos_set_is_the_union_of_tokenizer_and_config_lists() {
+    let (eos, _) = eos_and_tokenizer();
+    assert_eq!(eos.ids().collect::<Vec<_>>(), vec![1, 50, 106]);
+}
+
+#[test]
+fn generation_stops_on_each_end_id() {
+    let (eos, tokenizer) = eos_and_tokenizer();
+    let params = GenerationParams {
+        max_tokens: 10,
+        ..Default::default()
+    };
+    for stop in [1, 106, 50] {
+        let model = Scripted::new(vec![10, 11, stop, 12, 13, 14, 15, 16, 17, 18]);
+        let out = generate(&model, &tokenizer, &eos, &[2], &params, |_| {}).unwrap();
+        assert_eq!(out.tokens, vec![10, 11], "stop id {stop}");
+        assert_eq!(out.finish_reason, FinishReason::Stop, "stop id {stop}");
+        assert_eq!(out.text, "w10 w11", "stop id {stop}: end token must not leak");
+    }
+}
+
+#[test]
+fn without_an_end_id_generation_runs_to_max_tokens() {
+    let (eos, tokenizer) = eos_and_tokenizer();
+    let model = Scripted::new((20..40).collect());
+    let params = GenerationParams {
+        max_tokens: 5,
+        ..Default::default()
+    };
+    let out = generate(&model, &tokenizer, &eos, &[2], &params, |_| {}).unwrap();
+    assert_eq!(out.tokens, vec![20, 21, 22, 23, 24]);
+    assert_eq!(out.finish_reason, FinishReason::Length);
+}
