@@ -218,7 +218,8 @@ mod tests {
 
     #[test]
     fn tools_and_generation_prompt_are_visible() {
-        let src = "{% if tools %}{% for t in tools %}[{{ t.function.name }}]{% endfor %}{% endif %}\
+        let src =
+            "{% if tools %}{% for t in tools %}[{{ t.function.name }}]{% endfor %}{% endif %}\
                    {% if add_generation_prompt %}<assistant>{% endif %}";
         let mut input = user("x");
         input.tools = Some(vec![

@@ -57,7 +57,8 @@ impl EosSet {
             let path = dir.join(name);
             if path.is_file() {
                 let cfg: EosField = read_json(&path)?;
-                set.ids.extend(cfg.eos_token_id.into_iter().flat_map(OneOrMany::into_vec));
+                set.ids
+                    .extend(cfg.eos_token_id.into_iter().flat_map(OneOrMany::into_vec));
             }
         }
         Ok(set)

@@ -186,12 +186,12 @@ fn ggml_type_size(ty: u32, n: u64) -> Option<u64> {
         13 => (256, 176),
         14 => (256, 210),
         15 => (256, 292),
-        24 => (1, 1),  // I8
-        25 => (1, 2),  // I16
-        26 => (1, 4),  // I32
-        27 => (1, 8),  // I64
-        28 => (1, 8),  // F64
-        30 => (1, 2),  // BF16
+        24 => (1, 1), // I8
+        25 => (1, 2), // I16
+        26 => (1, 4), // I32
+        27 => (1, 8), // I64
+        28 => (1, 8), // F64
+        30 => (1, 2), // BF16
         _ => return None,
     };
     Some(n.div_ceil(block) * bytes)
@@ -273,7 +273,8 @@ impl<R: Read> HeaderReader<R> {
 mod tests {
     use super::*;
 
-    fn header(tensor_bytes: u64, file_len: usize) -> Vec<u8> {
+    /// A one-tensor (F32, `tensor_bytes` long) GGUF header with one string key.
+    fn header(tensor_bytes: u64) -> Vec<u8> {
         let mut b = b"GGUF".to_vec();
         b.extend(3u32.to_le_bytes());
         b.extend(1u64.to_le_bytes()); // tensors
@@ -289,7 +290,13 @@ mod tests {
         b.extend((tensor_bytes / 4).to_le_bytes());
         b.extend(0u32.to_le_bytes()); // F32
         b.extend(0u64.to_le_bytes());
-        b.resize(file_len, 0);
+        b
+    }
+
+    /// The header, padded to the data alignment, then `data_len` data bytes.
+    fn file(tensor_bytes: u64, data_len: usize) -> Vec<u8> {
+        let mut b = header(tensor_bytes);
+        b.resize(b.len().div_ceil(32) * 32 + data_len, 0);
         b
     }
 
@@ -307,23 +314,18 @@ mod tests {
 
     #[test]
     fn complete_file_passes() {
-        let h = header(0, 0);
-        let data_start = h.len().div_ceil(32) * 32;
-        check(&header(64, data_start + 64)).unwrap();
+        check(&file(64, 64)).unwrap();
     }
 
     #[test]
     fn missing_tensor_bytes_are_reported_as_truncation() {
-        let h = header(0, 0);
-        let data_start = h.len().div_ceil(32) * 32;
-        let err = check(&header(64, data_start + 10)).unwrap_err().to_string();
+        let err = check(&file(64, 10)).unwrap_err().to_string();
         assert!(err.contains("truncated GGUF"), "{err}");
     }
 
     #[test]
     fn cut_header_and_bad_magic_are_named() {
-        let h = header(64, 0);
-        let err = check(&h[..20]).unwrap_err().to_string();
+        let err = check(&header(64)[..20]).unwrap_err().to_string();
         assert!(err.contains("truncated GGUF"), "{err}");
         let err = check(b"NOPE0000").unwrap_err().to_string();
         assert!(err.contains("bad magic"), "{err}");

@@ -77,8 +77,8 @@ impl LoadedModel {
         let source = tok_cfg.chat_template(dir)?;
         let template = ChatTemplate::new(&source, tok_cfg.bos_token(), tok_cfg.eos_token())?;
         let eos = eos_for_dir(dir, &tokenizer)?;
-        let group_size = quantization_of(&config_path)?
-            .map_or(MLX_DEFAULT_GROUP_SIZE, |q| q.group_size);
+        let group_size =
+            quantization_of(&config_path)?.map_or(MLX_DEFAULT_GROUP_SIZE, |q| q.group_size);
         let weights = TensorMap::from_safetensors_dir(dir, group_size, mode)?;
         let model = models::load(config, &weights)?;
         Ok(LoadedModel {

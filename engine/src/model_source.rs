@@ -14,11 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{EngineError, Result};
 
 /// Bundled models: alias, folder under the model dir, file name.
-const ALIASES: &[(&str, &str, &str)] = &[(
-    "smollm2",
-    "smollm2",
-    "SmolLM2-135M-Instruct.Q4_1.gguf",
-)];
+const ALIASES: &[(&str, &str, &str)] = &[("smollm2", "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")];
 
 /// Where a model's files are, and in which format.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -117,12 +117,19 @@ mod tests {
         let logits: Vec<f32> = (0..100).map(|i| (i % 7) as f32 * 0.3).collect();
         let s = sampler(1.0, 1.0, 42);
         let a: Vec<u32> = (0..50).map(|p| s.sample(&logits, p)).collect();
-        let b: Vec<u32> = (0..50).map(|p| sampler(1.0, 1.0, 42).sample(&logits, p)).collect();
+        let b: Vec<u32> = (0..50)
+            .map(|p| sampler(1.0, 1.0, 42).sample(&logits, p))
+            .collect();
         assert_eq!(a, b);
-        let c: Vec<u32> = (0..50).map(|p| sampler(1.0, 1.0, 43).sample(&logits, p)).collect();
+        let c: Vec<u32> = (0..50)
+            .map(|p| sampler(1.0, 1.0, 43).sample(&logits, p))
+            .collect();
         assert_ne!(a, c, "a different seed should change some draw");
         let distinct: std::collections::BTreeSet<_> = a.iter().collect();
-        assert!(distinct.len() > 3, "temperature 1 should spread draws: {a:?}");
+        assert!(
+            distinct.len() > 3,
+            "temperature 1 should spread draws: {a:?}"
+        );
     }
 
     #[test]

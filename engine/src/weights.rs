@@ -89,7 +89,11 @@ impl TensorMap {
     }
 
     /// Builds a map from tensors already in memory (tests, conversions).
-    pub fn from_tensors(tensors: HashMap<String, Array>, group_size: i32, mode: WeightMode) -> Self {
+    pub fn from_tensors(
+        tensors: HashMap<String, Array>,
+        group_size: i32,
+        mode: WeightMode,
+    ) -> Self {
         TensorMap {
             tensors,
             group_size,
@@ -123,10 +127,12 @@ impl TensorMap {
     }
 
     fn get(&self, name: &str) -> Result<&Array> {
-        self.tensors.get(name).ok_or_else(|| EngineError::InvalidModel {
-            path: self.origin.clone().into(),
-            reason: format!("missing tensor '{name}'"),
-        })
+        self.tensors
+            .get(name)
+            .ok_or_else(|| EngineError::InvalidModel {
+                path: self.origin.clone().into(),
+                reason: format!("missing tensor '{name}'"),
+            })
     }
 
     fn quantized(&self, prefix: &str) -> Result<Option<QuantizedWeight>> {

@@ -89,7 +89,10 @@ fn generation_stops_on_each_end_id() {
         let out = generate(&model, &tokenizer, &eos, &[2], &params, |_| {}).unwrap();
         assert_eq!(out.tokens, vec![10, 11], "stop id {stop}");
         assert_eq!(out.finish_reason, FinishReason::Stop, "stop id {stop}");
-        assert_eq!(out.text, "w10 w11", "stop id {stop}: end token must not leak");
+        assert_eq!(
+            out.text, "w10 w11",
+            "stop id {stop}: end token must not leak"
+        );
     }
 }
 

@@ -38,7 +38,11 @@ fn template_tokens_and_greedy_ids_match_the_reference() {
                 ..Default::default()
             })
             .unwrap();
-        assert_eq!(rendered, case["rendered"].as_str().unwrap(), "template for {user:?}");
+        assert_eq!(
+            rendered,
+            case["rendered"].as_str().unwrap(),
+            "template for {user:?}"
+        );
 
         let prompt = model.tokenizer.encode(&rendered).unwrap();
         assert_eq!(prompt, ids(&case["prompt_ids"]), "prompt ids for {user:?}");

@@ -28,10 +28,7 @@ impl KvCache {
     pub fn update(&mut self, layer: usize, k: Array, v: Array) -> Result<(Array, Array)> {
         let merged = match self.layers[layer].take() {
             None => (k, v),
-            Some((pk, pv)) => (
-                concatenate(&[pk, k], 2)?,
-                concatenate(&[pv, v], 2)?,
-            ),
+            Some((pk, pv)) => (concatenate(&[pk, k], 2)?, concatenate(&[pv, v], 2)?),
         };
         self.layers[layer] = Some(merged.clone());
         Ok(merged)

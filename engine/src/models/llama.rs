@@ -93,7 +93,13 @@ impl Llama {
         Ok(())
     }
 
-    fn attention(&self, layer: &Layer, x: &Array, cache: &mut KvCache, idx: usize) -> Result<Array> {
+    fn attention(
+        &self,
+        layer: &Layer,
+        x: &Array,
+        cache: &mut KvCache,
+        idx: usize,
+    ) -> Result<Array> {
         let c = &self.config;
         let (b, l) = (x.dim(0), x.dim(1));
         let heads = |proj: &Linear, n: usize| -> Result<Array> {
@@ -149,7 +155,12 @@ impl CausalLm for Llama {
         let ids = Array::from_slice(tokens, &[1, tokens.len() as i32]);
         let mut h = self.embed.lookup(&ids)?;
         for (i, layer) in self.layers.iter().enumerate() {
-            let a = self.attention(layer, &rms_norm(&h, Some(&layer.input_norm), eps)?, cache, i)?;
+            let a = self.attention(
+                layer,
+                &rms_norm(&h, Some(&layer.input_norm), eps)?,
+                cache,
+                i,
+            )?;
             h = h.add(&a)?;
             let m = Self::mlp(layer, &rms_norm(&h, Some(&layer.post_norm), eps)?)?;
             h = h.add(&m)?;

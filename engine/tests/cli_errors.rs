@@ -1,0 +1,96 @@
+//! Bad `--model` input ends `afm-serve generate` with one line naming the
+//! problem, a non-zero exit, and no panic or backtrace.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("afm-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `generate` with `model`; returns (exit success, stderr).
+fn generate_with(model: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_afm-serve"))
+        .args([
+            "generate",
+            "--model",
+            model,
+            "--prompt",
+            "hi",
+            "--max-tokens",
+            "4",
+        ])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn assert_one_line_error(model: &str, expected: &str) {
+    let (ok, stderr) = generate_with(model);
+    assert!(!ok, "{model}: expected failure, stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{model}: expected one line, got:\n{stderr}");
+    assert!(lines[0].starts_with("afm-serve: error: "), "{stderr}");
+    assert!(lines[0].contains(expected), "{model}: {stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("backtrace"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn missing_model_path() {
+    assert_one_line_error("/no/such/dir/model.gguf", "model path does not exist");
+}
+
+#[test]
+fn unknown_alias() {
+    assert_one_line_error("smollm9", "unknown model alias 'smollm9'");
+}
+
+#[test]
+fn truncated_gguf() {
+    let bundled = afm_engine::model_source::ModelSource::resolve("smollm2")
+        .expect("run scripts/setup.sh first");
+    let bytes = std::fs::read(bundled.path()).unwrap();
+    let dir = scratch("truncated");
+    for cut in [bytes.len() / 2, 1000] {
+        let path = dir.join(format!("cut-{cut}.gguf"));
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        assert_one_line_error(path.to_str().unwrap(), "truncated GGUF");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn not_a_gguf_file() {
+    let dir = scratch("notgguf");
+    let path = dir.join("model.gguf");
+    std::fs::write(&path, b"this is not a model at all").unwrap();
+    assert_one_line_error(path.to_str().unwrap(), "not a GGUF file");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn unsupported_architecture() {
+    let dir = scratch("arch");
+    write(
+        &dir.join("config.json"),
+        r#"{"model_type": "rwkv", "hidden_size": 8}"#,
+    );
+    assert_one_line_error(
+        dir.to_str().unwrap(),
+        "unsupported model architecture 'rwkv'",
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
