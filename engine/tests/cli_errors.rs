@@ -1,5 +1,6 @@
-//! Bad `--model` input ends `afm-serve generate` with one line naming the
-//! problem, a non-zero exit, and no panic or backtrace.
+//! `afm-serve generate` end to end: it answers with the bundled model, and
+//! bad `--model` input ends it with one line naming the problem, a non-zero
+//! exit, and no panic or backtrace.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,6 +42,32 @@ fn assert_one_line_error(model: &str, expected: &str) {
     assert!(
         !stderr.contains("panicked") && !stderr.contains("backtrace"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn generate_answers_with_the_bundled_model() {
+    let out = Command::new(env!("CARGO_BIN_EXE_afm-serve"))
+        .args([
+            "generate",
+            "--model",
+            "smollm2",
+            "--prompt",
+            "What is the capital of France?",
+        ])
+        .args(["--max-tokens", "32", "--temperature", "0"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Paris"), "{stdout}");
+    assert!(
+        !stdout.contains("<|im_end|>"),
+        "the end token must not be printed: {stdout}"
     );
 }
 

@@ -47,7 +47,12 @@ enum Command {
 fn main() -> ExitCode {
     // A bug must still end in one readable line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("afm-serve: internal error: {info}");
+        let msg = info.payload_as_str().unwrap_or("unknown panic");
+        let at = info
+            .location()
+            .map(|l| format!(" (at {}:{})", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("afm-serve: internal error: {}{at}", msg.replace('\n', " "));
     }));
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
