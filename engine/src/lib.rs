@@ -12,6 +12,7 @@ pub mod loaded_model;
 pub mod model_config;
 pub mod model_source;
 pub mod models;
+pub mod parsers;
 pub mod sampler;
 pub mod tokenizer;
 pub mod weights;

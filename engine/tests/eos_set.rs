@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use afm_engine::eos::EosSet;
 use afm_engine::loaded_model::eos_for_dir;
 use afm_engine::model_config::{Architecture, ModelConfig};
-use afm_engine::models::{CausalLm, KvCache};
+use afm_engine::models::{BatchItem, CausalLm, KvCache};
 use afm_engine::tokenizer::TextTokenizer;
 use afm_engine::{generate, FinishReason, GenerationParams, Result};
 use mlx_rs::Array;
@@ -51,13 +51,20 @@ impl CausalLm for Scripted {
         &self.config
     }
 
-    fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Array> {
-        // The prompt is one token here, so steps taken = offset.
-        let step = cache.offset();
-        cache.advance(tokens.len());
-        let mut logits = vec![0f32; VOCAB];
-        logits[self.script[step] as usize] = 10.0;
-        Ok(Array::from_slice(&logits, &[VOCAB as i32]))
+    fn forward_batch(&self, items: &mut [BatchItem<'_>]) -> Result<Array> {
+        let mut logits = Vec::new();
+        for item in items.iter_mut() {
+            // The prompt is one token here, so steps taken = offset.
+            let step = item.cache.offset();
+            item.cache.advance(item.tokens.len());
+            let mut row = vec![0f32; VOCAB];
+            row[self.script[step] as usize] = 10.0;
+            logits.extend(row);
+        }
+        Ok(Array::from_slice(
+            &logits,
+            &[items.len() as i32, VOCAB as i32],
+        ))
     }
 
     fn new_cache(&self) -> KvCache {

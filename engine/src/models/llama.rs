@@ -2,10 +2,11 @@
 //! RMSNorm, grouped-query attention with RoPE, SwiGLU MLP.
 
 use mlx_rs::fast::{rms_norm, rope, scaled_dot_product_attention, ScaledDotProductAttentionMask};
+use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
 
-use super::{CausalLm, KvCache};
+use super::{BatchItem, CausalLm, KvCache};
 use crate::error::Result;
 use crate::model_config::ModelConfig;
 use crate::weights::{Embedding, Linear, TensorMap};
@@ -93,48 +94,53 @@ impl Llama {
         Ok(())
     }
 
+    /// Attention for every item: projections run once over all new tokens;
+    /// RoPE, the cache and attention run per item, against its own cache only.
     fn attention(
         &self,
         layer: &Layer,
         x: &Array,
-        cache: &mut KvCache,
+        items: &mut [BatchItem<'_>],
         idx: usize,
     ) -> Result<Array> {
         let c = &self.config;
-        let (b, l) = (x.dim(0), x.dim(1));
-        let heads = |proj: &Linear, n: usize| -> Result<Array> {
-            Ok(proj
-                .forward(x)?
-                .reshape(&[b, l, n as i32, c.head_dim as i32])?
-                .transpose_axes(&[0, 2, 1, 3])?)
-        };
-        let offset = cache.offset() as i32;
+        let (q_all, k_all, v_all) = (
+            layer.q_proj.forward(x)?,
+            layer.k_proj.forward(x)?,
+            layer.v_proj.forward(x)?,
+        );
         let dims = c.head_dim as i32;
-        let q = rope(
-            heads(&layer.q_proj, c.num_heads)?,
-            dims,
-            c.rope_traditional,
-            c.rope_theta,
-            1.0,
-            offset,
-            None,
-        )?;
-        let k = rope(
-            heads(&layer.k_proj, c.num_kv_heads)?,
-            dims,
-            c.rope_traditional,
-            c.rope_theta,
-            1.0,
-            offset,
-            None,
-        )?;
-        let v = heads(&layer.v_proj, c.num_kv_heads)?;
-        let (k, v) = cache.update(idx, k, v)?;
-        let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
         let scale = (c.head_dim as f32).powf(-0.5);
-        let o = scaled_dot_product_attention(q, k, v, scale, mask, None)?
-            .transpose_axes(&[0, 2, 1, 3])?
-            .reshape(&[b, l, -1])?;
+        let mut outs = Vec::with_capacity(items.len());
+        let mut start = 0i32;
+        for item in items.iter_mut() {
+            let l = item.tokens.len() as i32;
+            let heads = |all: &Array, n: usize| -> Result<Array> {
+                Ok(all
+                    .index((.., start..start + l, ..))
+                    .reshape(&[1, l, n as i32, dims])?
+                    .transpose_axes(&[0, 2, 1, 3])?)
+            };
+            let offset = item.cache.offset() as i32;
+            let rotate =
+                |t: Array| rope(t, dims, c.rope_traditional, c.rope_theta, 1.0, offset, None);
+            let q = rotate(heads(&q_all, c.num_heads)?)?;
+            let k = rotate(heads(&k_all, c.num_kv_heads)?)?;
+            let v = heads(&v_all, c.num_kv_heads)?;
+            let (k, v) = item.cache.update(idx, k, v)?;
+            let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
+            outs.push(
+                scaled_dot_product_attention(q, k, v, scale, mask, None)?
+                    .transpose_axes(&[0, 2, 1, 3])?
+                    .reshape(&[1, l, -1])?,
+            );
+            start += l;
+        }
+        let o = if outs.len() == 1 {
+            outs.pop().expect("one output")
+        } else {
+            concatenate(&outs, 1)?
+        };
         layer.o_proj.forward(&o)
     }
 
@@ -150,26 +156,34 @@ impl CausalLm for Llama {
         &self.config
     }
 
-    fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Array> {
+    fn forward_batch(&self, items: &mut [BatchItem<'_>]) -> Result<Array> {
         let eps = self.config.rms_norm_eps;
-        let ids = Array::from_slice(tokens, &[1, tokens.len() as i32]);
+        let ids: Vec<u32> = items
+            .iter()
+            .flat_map(|i| i.tokens.iter().copied())
+            .collect();
+        let ids = Array::from_slice(&ids, &[1, ids.len() as i32]);
         let mut h = self.embed.lookup(&ids)?;
         for (i, layer) in self.layers.iter().enumerate() {
-            let a = self.attention(
-                layer,
-                &rms_norm(&h, Some(&layer.input_norm), eps)?,
-                cache,
-                i,
-            )?;
-            h = h.add(&a)?;
-            let m = Self::mlp(layer, &rms_norm(&h, Some(&layer.post_norm), eps)?)?;
-            h = h.add(&m)?;
+            let x = rms_norm(&h, Some(&layer.input_norm), eps)?;
+            h = h.add(&self.attention(layer, &x, items, i)?)?;
+            let x = rms_norm(&h, Some(&layer.post_norm), eps)?;
+            h = h.add(&Self::mlp(layer, &x)?)?;
         }
-        cache.advance(tokens.len());
-        // Only the last position is sampled: apply the LM head to it alone.
-        let last = h.index((.., -1, ..));
-        let last = rms_norm(&last, Some(&self.norm), eps)?;
-        Ok(self.lm_head.forward(&last)?.reshape(&[-1])?)
+        // The LM head runs only on the positions that are sampled.
+        let mut rows = Vec::new();
+        let mut end = 0i32;
+        for item in items.iter_mut() {
+            item.cache.advance(item.tokens.len());
+            end += item.tokens.len() as i32;
+            if item.sample {
+                rows.push(end - 1);
+            }
+        }
+        let n = rows.len() as i32;
+        let picked = h.take_axis(Array::from_slice(&rows, &[n]), 1)?;
+        let picked = rms_norm(&picked, Some(&self.norm), eps)?;
+        Ok(self.lm_head.forward(&picked)?.reshape(&[n, -1])?)
     }
 
     fn new_cache(&self) -> KvCache {

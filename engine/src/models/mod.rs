@@ -13,13 +13,34 @@ use crate::error::Result;
 use crate::model_config::{Architecture, ModelConfig};
 use crate::weights::TensorMap;
 
+/// One sequence's part of a batched forward pass.
+pub struct BatchItem<'a> {
+    /// New tokens: a prefill chunk or the one token being decoded.
+    pub tokens: &'a [u32],
+    /// The sequence's cache; the new tokens' keys and values are appended.
+    pub cache: &'a mut KvCache,
+    /// Whether the logits of the last new token are wanted.
+    pub sample: bool,
+}
+
 /// A causal language model that MLX runs.
 pub trait CausalLm {
     fn config(&self) -> &ModelConfig;
 
-    /// Runs `tokens` after what `cache` already holds and returns the logits
-    /// of the last position (`[vocab]`, f32, not yet evaluated).
-    fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Array>;
+    /// Runs every item's new tokens in one pass and returns the logits of the
+    /// last token of each item with `sample` set, in item order
+    /// (`[n_sampled, vocab]`, f32, not yet evaluated).
+    fn forward_batch(&self, items: &mut [BatchItem<'_>]) -> Result<Array>;
+
+    /// One sequence: the logits of the last of `tokens` (`[vocab]`).
+    fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Array> {
+        let mut items = [BatchItem {
+            tokens,
+            cache,
+            sample: true,
+        }];
+        Ok(self.forward_batch(&mut items)?.reshape(&[-1])?)
+    }
 
     /// An empty cache sized for this model.
     fn new_cache(&self) -> KvCache;

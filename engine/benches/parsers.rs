@@ -1,0 +1,2 @@
+//! Parser throughput (being built).
+fn main() {}
