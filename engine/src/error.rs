@@ -32,8 +32,17 @@ pub enum EngineError {
     #[error("chat template: {0}")]
     Template(String),
 
-    #[error("invalid request: {0}")]
-    InvalidRequest(String),
+    /// A request the engine will not run; `param` names the offending field
+    /// (OpenAI error bodies carry it).
+    #[error("invalid request: {message}")]
+    InvalidRequest {
+        message: String,
+        param: Option<String>,
+    },
+
+    /// The engine thread is gone (it failed or was shut down).
+    #[error("engine stopped: {0}")]
+    EngineStopped(String),
 
     #[error("MLX: {0}")]
     Mlx(String),
@@ -51,6 +60,13 @@ impl EngineError {
         EngineError::InvalidModel {
             path: path.into(),
             reason: reason.to_string(),
+        }
+    }
+
+    pub(crate) fn invalid_param(param: &str, message: impl std::fmt::Display) -> Self {
+        EngineError::InvalidRequest {
+            message: format!("{param}: {message}"),
+            param: Some(param.to_string()),
         }
     }
 

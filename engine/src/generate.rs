@@ -8,7 +8,7 @@ use crate::sampler::{Sampler, SamplingParams};
 use crate::tokenizer::{IncrementalDecoder, TextTokenizer};
 
 /// Limits and sampling of one generation.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GenerationParams {
     pub max_tokens: usize,
     pub sampling: SamplingParams,
@@ -61,7 +61,7 @@ pub fn generate(
     params: &GenerationParams,
     mut on_text: impl FnMut(&str),
 ) -> Result<Generation> {
-    let sampler = Sampler::new(params.sampling);
+    let mut sampler = Sampler::new(params.sampling.clone()).with_prompt(prompt);
     let mut cache = model.new_cache();
     let mut decoder = IncrementalDecoder::new();
     let mut text = String::new();
@@ -72,7 +72,10 @@ pub fn generate(
         let logits = model.forward(&input, &mut cache)?;
         let logits = logits.as_type::<f32>()?;
         logits.eval()?;
-        let next = sampler.sample(logits.as_slice::<f32>(), cache.offset());
+        let mut logits = logits.as_slice::<f32>().to_vec();
+        sampler.process(&mut logits);
+        let next = sampler.sample(&logits, cache.offset());
+        sampler.observe(next);
         if eos.contains(next) {
             finish_reason = FinishReason::Stop;
             break;

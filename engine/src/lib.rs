@@ -4,6 +4,7 @@
 //! One module per concern; see `docs/architecture.md` for the data flow.
 
 pub mod chat_template;
+pub mod engine;
 pub mod eos;
 pub mod error;
 pub mod generate;
@@ -13,11 +14,17 @@ pub mod model_config;
 pub mod model_source;
 pub mod models;
 pub mod parsers;
+pub mod prefix_cache;
+pub mod request;
 pub mod sampler;
+mod scheduler;
+pub mod stop;
 pub mod tokenizer;
 pub mod weights;
 
+pub use engine::{Completion, Engine, EngineConfig, EngineEvent, RequestStream, Usage};
 pub use error::{EngineError, Result};
 pub use generate::{generate, FinishReason, Generation, GenerationParams};
 pub use loaded_model::LoadedModel;
+pub use request::ChatRequest;
 pub use sampler::SamplingParams;

@@ -94,6 +94,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     temperature,
                     top_p,
                     seed,
+                    ..Default::default()
                 },
             };
             let start = std::time::Instant::now();

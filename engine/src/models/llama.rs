@@ -181,6 +181,10 @@ impl CausalLm for Llama {
             }
         }
         let n = rows.len() as i32;
+        if n == 0 {
+            // A pass of prefill chunks only: nothing to sample.
+            return Ok(Array::zeros::<f32>(&[0, self.config.vocab_size as i32])?);
+        }
         let picked = h.take_axis(Array::from_slice(&rows, &[n]), 1)?;
         let picked = rms_norm(&picked, Some(&self.norm), eps)?;
         Ok(self.lm_head.forward(&picked)?.reshape(&[n, -1])?)

@@ -4,7 +4,7 @@
 mod kv_cache;
 mod llama;
 
-pub use kv_cache::KvCache;
+pub use kv_cache::{KvCache, KvSegment};
 pub use llama::Llama;
 
 use mlx_rs::Array;

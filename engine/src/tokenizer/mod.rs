@@ -15,19 +15,26 @@ use crate::gguf::GgufModelFile;
 /// do) encode to their single ids.
 pub struct TextTokenizer {
     inner: tokenizers::Tokenizer,
+    /// GPT-2 style byte-level vocabulary: token strings spell bytes.
+    byte_level: bool,
 }
 
 impl TextTokenizer {
     pub fn from_gguf(file: &GgufModelFile) -> Result<Self> {
         Ok(TextTokenizer {
             inner: gguf_bpe::build(file)?,
+            byte_level: true,
         })
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
         let inner = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| EngineError::Tokenizer(format!("{}: {e}", path.display())))?;
-        Ok(TextTokenizer { inner })
+        let byte_level = matches!(
+            inner.get_decoder(),
+            Some(tokenizers::DecoderWrapper::ByteLevel(_))
+        );
+        Ok(TextTokenizer { inner, byte_level })
     }
 
     /// Encodes `text` as is: no BOS/EOS is added (chat templates write their own).
@@ -54,6 +61,20 @@ impl TextTokenizer {
         self.inner.id_to_token(id)
     }
 
+    /// The raw bytes a token stands for (what OpenAI's logprobs `bytes`
+    /// report); a token may hold part of a UTF-8 character.
+    pub fn token_bytes(&self, id: u32) -> Vec<u8> {
+        let special = self
+            .inner
+            .get_added_vocabulary()
+            .simple_id_to_token(id)
+            .is_some();
+        match self.id_to_token(id) {
+            Some(t) if self.byte_level && !special => t.chars().filter_map(byte_of_char).collect(),
+            _ => self.decode(&[id]).unwrap_or_default().into_bytes(),
+        }
+    }
+
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
     }
@@ -62,4 +83,19 @@ impl TextTokenizer {
     pub fn hf(&self) -> &tokenizers::Tokenizer {
         &self.inner
     }
+}
+
+/// Inverse of GPT-2's byte-to-character table: printable Latin-1 bytes stand
+/// for themselves, the other bytes were moved to U+0100 and up, in order.
+fn byte_of_char(c: char) -> Option<u8> {
+    let printable =
+        |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let code = c as u32;
+    if code < 256 {
+        return printable(code).then_some(code as u8);
+    }
+    let shifted = (0u32..256)
+        .filter(|&b| !printable(b))
+        .nth((code - 256) as usize)?;
+    Some(shifted as u8)
 }

@@ -1,0 +1,342 @@
+//! The engine: one thread owns the model and its MLX state and runs the
+//! scheduler; requests reach it over a channel and each gets its own stream
+//! of events back. Nothing MLX crosses threads.
+//!
+//! The server and the harness's in-process target both go through
+//! [`Engine::submit`], so they see the same behaviour.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use serde::Serialize;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use crate::chat_template::{ChatTemplate, TemplateInput};
+use crate::eos::EosSet;
+use crate::error::{EngineError, Result};
+use crate::generate::FinishReason;
+use crate::loaded_model::LoadedModel;
+use crate::model_source::ModelSource;
+use crate::request::{ChatRequest, RequestLimits};
+use crate::scheduler::{NewSequence, Scheduler};
+use crate::tokenizer::TextTokenizer;
+use crate::weights::WeightMode;
+
+/// Engine-wide settings (the server's flags).
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Sequences decoded together at most (`--concurrent`).
+    pub concurrent: usize,
+    /// Reuse KV of cached prompt prefixes (`--enable-prefix-caching`).
+    pub prefix_caching: bool,
+    /// Memory budget of the prefix cache.
+    pub prefix_cache_bytes: usize,
+    /// Largest `top_logprobs` accepted (`--max-logprobs`).
+    pub max_logprobs: usize,
+    /// `max_tokens` when a request gives none (`--max-tokens`).
+    pub default_max_tokens: usize,
+    /// Prompt tokens prefilled per step over all sequences, so decoding
+    /// streams keep moving while a long prompt is prefilled.
+    pub prefill_chunk: usize,
+    pub weight_mode: WeightMode,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            concurrent: 8,
+            prefix_caching: false,
+            prefix_cache_bytes: 1 << 30,
+            max_logprobs: 20,
+            default_max_tokens: 512,
+            prefill_chunk: 256,
+            weight_mode: WeightMode::for_platform(),
+        }
+    }
+}
+
+/// What one request's stream reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineEvent {
+    /// Admitted; its prompt and the part of it served from the prefix cache.
+    Started {
+        prompt_tokens: usize,
+        cached_tokens: usize,
+    },
+    /// New text (stop strings never included) and the logprobs of the
+    /// tokens released with it, when asked for.
+    Delta {
+        text: String,
+        logprobs: Vec<TokenLogprob>,
+    },
+    Finished {
+        finish_reason: FinishReason,
+        usage: Usage,
+    },
+    /// The request could not be completed (the message says why).
+    Failed(String),
+}
+
+/// One generated token's logprob and the best alternatives.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TokenLogprob {
+    pub token: String,
+    pub logprob: f32,
+    pub bytes: Vec<u8>,
+    pub top_logprobs: Vec<TopLogprob>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopLogprob {
+    pub token: String,
+    pub logprob: f32,
+    pub bytes: Vec<u8>,
+}
+
+/// Token accounting of one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    /// Prompt tokens whose KV came from the prefix cache.
+    pub cached_tokens: usize,
+}
+
+/// Counters over the engine's life (exported as metrics by the server).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EngineStats {
+    pub requests_admitted: u64,
+    pub requests_finished: u64,
+    pub requests_cancelled: u64,
+    pub requests_failed: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+    /// Prompt tokens actually run through the model (prefill work done).
+    pub prefill_computed_tokens: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub steps: u64,
+    /// Sum of sequences per step (mean batch = this / steps).
+    pub batched_sequences: u64,
+    pub running: usize,
+    pub waiting: usize,
+}
+
+/// The model's text side, shared with callers' threads (tokenizer and
+/// template are thread-safe; the weights stay on the engine thread).
+pub struct ModelText {
+    pub name: String,
+    pub tokenizer: TextTokenizer,
+    pub template: ChatTemplate,
+    pub eos: EosSet,
+    pub limits: RequestLimits,
+}
+
+pub(crate) enum Command {
+    Submit(NewSequence),
+    Shutdown,
+}
+
+/// A running engine. Dropping it stops the thread after cancelling requests.
+pub struct Engine {
+    commands: Sender<Command>,
+    text: Arc<ModelText>,
+    stats: Arc<Mutex<EngineStats>>,
+    config: EngineConfig,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Loads `--model` on a new engine thread and starts serving.
+    pub fn start(model: &str, config: EngineConfig) -> Result<Self> {
+        let source = ModelSource::resolve(model)?;
+        let (commands, inbox) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let stats = Arc::new(Mutex::new(EngineStats::default()));
+        let thread_stats = stats.clone();
+        let thread_config = config.clone();
+        let thread = std::thread::Builder::new()
+            .name("afm-engine".into())
+            .spawn(move || {
+                let loaded = match LoadedModel::load_source(&source, thread_config.weight_mode) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let limits = RequestLimits {
+                    max_logprobs: thread_config.max_logprobs,
+                    default_max_tokens: thread_config.default_max_tokens,
+                    context_length: loaded.model.config().max_position_embeddings,
+                    vocab_size: loaded.model.config().vocab_size,
+                };
+                let text = Arc::new(ModelText {
+                    name: loaded.name,
+                    tokenizer: loaded.tokenizer,
+                    template: loaded.template,
+                    eos: loaded.eos,
+                    limits,
+                });
+                let _ = ready_tx.send(Ok(text.clone()));
+                let scheduler = Scheduler::new(loaded.model, text, thread_config, thread_stats);
+                run(scheduler, inbox);
+            })
+            .map_err(|e| EngineError::io("starting the engine thread", e))?;
+        let text = ready_rx.recv().map_err(|_| {
+            EngineError::EngineStopped("the engine thread died while loading".into())
+        })??;
+        Ok(Engine {
+            commands,
+            text,
+            stats,
+            config,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn model_name(&self) -> &str {
+        &self.text.name
+    }
+
+    pub fn text(&self) -> &ModelText {
+        &self.text
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        self.stats.lock().expect("stats lock").clone()
+    }
+
+    /// The prompt ids a request renders to (chat template + tokenizer).
+    pub fn prompt_tokens(&self, request: &ChatRequest) -> Result<Vec<u32>> {
+        request.validate_messages()?;
+        let input = TemplateInput {
+            messages: request.messages.clone(),
+            tools: request.tools.clone(),
+            add_generation_prompt: true,
+            kwargs: request.chat_template_kwargs.clone().unwrap_or_default(),
+        };
+        self.text
+            .tokenizer
+            .encode(&self.text.template.render(&input)?)
+    }
+
+    /// Validates and queues a request; its events arrive on the stream.
+    /// Dropping the stream cancels the request at the next step.
+    pub fn submit(&self, request: &ChatRequest) -> Result<RequestStream> {
+        let settings = request.settings(&self.text.limits)?;
+        let prompt = self.prompt_tokens(request)?;
+        let context = self.text.limits.context_length;
+        if prompt.len() >= context {
+            return Err(EngineError::InvalidRequest {
+                message: format!(
+                    "the prompt has {} tokens; the model's context is {context}",
+                    prompt.len()
+                ),
+                param: Some("messages".into()),
+            });
+        }
+        let (events, rx) = unbounded_channel();
+        self.commands
+            .send(Command::Submit(NewSequence {
+                prompt,
+                settings,
+                events,
+            }))
+            .map_err(|_| EngineError::EngineStopped("the engine thread has exited".into()))?;
+        Ok(RequestStream { rx })
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Shutdown);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The engine thread's loop: wait for work when idle, else step.
+fn run(mut scheduler: Scheduler, inbox: Receiver<Command>) {
+    loop {
+        if !scheduler.has_work() {
+            match inbox.recv() {
+                Ok(Command::Submit(s)) => scheduler.enqueue(s),
+                Ok(Command::Shutdown) | Err(_) => return,
+            }
+        }
+        loop {
+            match inbox.try_recv() {
+                Ok(Command::Submit(s)) => scheduler.enqueue(s),
+                Ok(Command::Shutdown) => return,
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    if !scheduler.has_work() {
+                        return;
+                    }
+                    break;
+                }
+            }
+        }
+        scheduler.step();
+    }
+}
+
+/// One request's events.
+pub struct RequestStream {
+    rx: UnboundedReceiver<EngineEvent>,
+}
+
+impl RequestStream {
+    /// The next event, waiting on this thread (not inside an async runtime).
+    pub fn next_blocking(&mut self) -> Option<EngineEvent> {
+        self.rx.blocking_recv()
+    }
+
+    /// The next event, for async callers.
+    pub async fn next(&mut self) -> Option<EngineEvent> {
+        self.rx.recv().await
+    }
+
+    /// Waits for the end and gathers the whole completion.
+    pub fn collect_blocking(mut self) -> Result<Completion> {
+        let mut c = Completion::default();
+        while let Some(event) = self.next_blocking() {
+            match event {
+                EngineEvent::Started { .. } => {}
+                EngineEvent::Delta { text, logprobs } => {
+                    c.text.push_str(&text);
+                    c.logprobs.extend(logprobs);
+                }
+                EngineEvent::Finished {
+                    finish_reason,
+                    usage,
+                } => {
+                    c.finish_reason = Some(finish_reason);
+                    c.usage = usage;
+                    return Ok(c);
+                }
+                EngineEvent::Failed(msg) => return Err(EngineError::EngineStopped(msg)),
+            }
+        }
+        Err(EngineError::EngineStopped(
+            "the stream ended without a finish event".into(),
+        ))
+    }
+}
+
+/// A finished request, gathered from its events.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Completion {
+    pub text: String,
+    pub finish_reason: Option<FinishReason>,
+    pub usage: Usage,
+    pub logprobs: Vec<TokenLogprob>,
+}

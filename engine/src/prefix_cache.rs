@@ -1,0 +1,323 @@
+//! Radix prefix cache: a token-level radix tree whose edges carry the KV of
+//! their tokens.
+//!
+//! A lookup returns the longest cached prefix of a prompt; the caller copies
+//! that KV into the sequence's own cache, so a sequence never reads another
+//! sequence's memory and eviction never waits on readers. Prompts are
+//! inserted chunk by chunk right after each prefill step (not when a request
+//! finishes), so requests arriving while a long prompt is still prefilling
+//! already hit what is done. Least-recently-used leaves are evicted when the
+//! cached KV exceeds the byte budget.
+
+use std::collections::HashMap;
+
+use crate::error::Result;
+use crate::models::{KvCache, KvSegment};
+
+const ROOT: usize = 0;
+
+struct Node {
+    /// The edge's tokens (empty for the root).
+    tokens: Vec<u32>,
+    /// KV of `tokens`, one `[1, kv_heads, tokens.len(), head_dim]` pair per layer.
+    kv: KvSegment,
+    children: HashMap<u32, usize>,
+    parent: usize,
+    last_used: u64,
+}
+
+/// A cached prefix found by [`PrefixCache::lookup`].
+pub struct PrefixMatch {
+    /// Tokens covered.
+    pub len: usize,
+    /// KV of the prefix, in order (the last one possibly a partial edge).
+    pub segments: Vec<KvSegment>,
+}
+
+pub struct PrefixCache {
+    nodes: Vec<Option<Node>>,
+    free: Vec<usize>,
+    bytes_per_token: usize,
+    budget_bytes: usize,
+    cached_tokens: usize,
+    clock: u64,
+}
+
+impl PrefixCache {
+    /// `bytes_per_token`: KV bytes of one position over all layers.
+    pub fn new(bytes_per_token: usize, budget_bytes: usize) -> Self {
+        PrefixCache {
+            nodes: vec![Some(Node {
+                tokens: Vec::new(),
+                kv: Vec::new(),
+                children: HashMap::new(),
+                parent: ROOT,
+                last_used: 0,
+            })],
+            free: Vec::new(),
+            bytes_per_token: bytes_per_token.max(1),
+            budget_bytes,
+            cached_tokens: 0,
+            clock: 0,
+        }
+    }
+
+    /// Tokens currently cached (over all edges).
+    pub fn cached_tokens(&self) -> usize {
+        self.cached_tokens
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.cached_tokens * self.bytes_per_token
+    }
+
+    fn node(&self, id: usize) -> &Node {
+        self.nodes[id].as_ref().expect("live node")
+    }
+
+    fn node_mut(&mut self, id: usize) -> &mut Node {
+        self.nodes[id].as_mut().expect("live node")
+    }
+
+    /// The longest cached prefix of `tokens`, at most `max_len` long.
+    pub fn lookup(&mut self, tokens: &[u32], max_len: usize) -> Result<PrefixMatch> {
+        self.clock += 1;
+        let tokens = &tokens[..tokens.len().min(max_len)];
+        let mut segments = Vec::new();
+        let (mut node, mut pos) = (ROOT, 0);
+        while pos < tokens.len() {
+            let Some(&child) = self.node(node).children.get(&tokens[pos]) else {
+                break;
+            };
+            let clock = self.clock;
+            let edge = self.node_mut(child);
+            edge.last_used = clock;
+            let common = common_prefix(&edge.tokens, &tokens[pos..]);
+            if common == edge.tokens.len() {
+                segments.push(edge.kv.clone());
+                pos += common;
+                node = child;
+            } else {
+                segments.push(slice_segment(&edge.kv, 0, common)?);
+                pos += common;
+                break;
+            }
+        }
+        Ok(PrefixMatch { len: pos, segments })
+    }
+
+    /// Length of the cached prefix of `tokens`, without touching recency.
+    pub fn cached_len(&self, tokens: &[u32]) -> usize {
+        let (mut node, mut pos) = (ROOT, 0);
+        while pos < tokens.len() {
+            let Some(&child) = self.node(node).children.get(&tokens[pos]) else {
+                break;
+            };
+            let edge = self.node(child);
+            let common = common_prefix(&edge.tokens, &tokens[pos..]);
+            pos += common;
+            if common < edge.tokens.len() {
+                break;
+            }
+            node = child;
+        }
+        pos
+    }
+
+    /// Records `tokens` (all of whose KV is in `cache`, from position 0).
+    /// Only the part not already in the tree is copied.
+    pub fn insert(&mut self, tokens: &[u32], cache: &KvCache) -> Result<()> {
+        self.clock += 1;
+        let (mut node, mut pos) = (ROOT, 0);
+        while pos < tokens.len() {
+            match self.node(node).children.get(&tokens[pos]).copied() {
+                None => {
+                    let kv = cache.segment(pos, tokens.len())?;
+                    self.add_child(node, tokens[pos..].to_vec(), kv);
+                    break;
+                }
+                Some(child) => {
+                    let common = common_prefix(&self.node(child).tokens, &tokens[pos..]);
+                    if common < self.node(child).tokens.len() {
+                        self.split(child, common)?;
+                    }
+                    let clock = self.clock;
+                    self.node_mut(child).last_used = clock;
+                    pos += common;
+                    node = child;
+                }
+            }
+        }
+        self.evict();
+        Ok(())
+    }
+
+    fn add_child(&mut self, parent: usize, tokens: Vec<u32>, kv: KvSegment) {
+        self.cached_tokens += tokens.len();
+        let first = tokens[0];
+        let node = Node {
+            tokens,
+            kv,
+            children: HashMap::new(),
+            parent,
+            last_used: self.clock,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.nodes[id] = Some(node);
+                id
+            }
+            None => {
+                self.nodes.push(Some(node));
+                self.nodes.len() - 1
+            }
+        };
+        self.node_mut(parent).children.insert(first, id);
+    }
+
+    /// Splits edge `id` after `at` tokens; the tail becomes its only child.
+    fn split(&mut self, id: usize, at: usize) -> Result<()> {
+        let node = self.node(id);
+        let tail_tokens = node.tokens[at..].to_vec();
+        let head_kv = slice_segment(&node.kv, 0, at)?;
+        let tail_kv = slice_segment(&node.kv, at, node.tokens.len())?;
+        let children = std::mem::take(&mut self.node_mut(id).children);
+        let last_used = self.node(id).last_used;
+        let tail = Node {
+            tokens: tail_tokens,
+            kv: tail_kv,
+            children,
+            parent: id,
+            last_used,
+        };
+        let tail_id = match self.free.pop() {
+            Some(slot) => {
+                self.nodes[slot] = Some(tail);
+                slot
+            }
+            None => {
+                self.nodes.push(Some(tail));
+                self.nodes.len() - 1
+            }
+        };
+        let grandchildren: Vec<usize> = self.node(tail_id).children.values().copied().collect();
+        for g in grandchildren {
+            self.node_mut(g).parent = tail_id;
+        }
+        let first = self.node(tail_id).tokens[0];
+        let head = self.node_mut(id);
+        head.tokens.truncate(at);
+        head.kv = head_kv;
+        head.children.insert(first, tail_id);
+        Ok(())
+    }
+
+    /// Drops least-recently-used leaves until the budget holds.
+    fn evict(&mut self) {
+        while self.bytes() > self.budget_bytes {
+            let victim = self
+                .nodes
+                .iter()
+                .enumerate()
+                .skip(1)
+                .filter_map(|(id, n)| n.as_ref().map(|n| (id, n)))
+                .filter(|(_, n)| n.children.is_empty())
+                .min_by_key(|(_, n)| n.last_used)
+                .map(|(id, _)| id);
+            let Some(id) = victim else { break };
+            let node = self.nodes[id].take().expect("live node");
+            self.cached_tokens -= node.tokens.len();
+            self.node_mut(node.parent).children.remove(&node.tokens[0]);
+            self.free.push(id);
+        }
+    }
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Positions `start..end` of a segment, as contiguous copies.
+fn slice_segment(kv: &KvSegment, start: usize, end: usize) -> Result<KvSegment> {
+    use mlx_rs::ops::indexing::IndexOp;
+    let (s, e) = (start as i32, end as i32);
+    kv.iter()
+        .map(|(k, v)| {
+            Ok((
+                k.index((.., .., s..e, ..)).contiguous()?,
+                v.index((.., .., s..e, ..)).contiguous()?,
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlx_rs::Array;
+
+    /// A one-layer cache whose key at position p is p (value: -p), so a
+    /// reused prefix's content can be checked exactly.
+    fn cache_of(tokens: &[u32]) -> KvCache {
+        let n = tokens.len() as i32;
+        let pos: Vec<f32> = (0..n).map(|p| p as f32).collect();
+        let k = Array::from_slice(&pos, &[1, 1, n, 1]);
+        let v = k.negative().unwrap();
+        let mut c = KvCache::new(1);
+        c.update(0, k, v).unwrap();
+        c.advance(tokens.len());
+        c
+    }
+
+    fn keys(m: &PrefixMatch) -> Vec<f32> {
+        let c = KvCache::from_segments(1, &m.segments, m.len).unwrap();
+        if m.len == 0 {
+            return Vec::new();
+        }
+        c.segment(0, m.len).unwrap()[0].0.as_slice::<f32>().to_vec()
+    }
+
+    #[test]
+    fn longest_prefix_is_found_across_split_edges() {
+        let mut pc = PrefixCache::new(8, 1 << 20);
+        let a = [1, 2, 3, 4, 5, 6];
+        pc.insert(&a, &cache_of(&a)).unwrap();
+        let b = [1, 2, 3, 9, 9];
+        let m = pc.lookup(&b, usize::MAX).unwrap();
+        assert_eq!(m.len, 3);
+        assert_eq!(keys(&m), [0.0, 1.0, 2.0]);
+        // Inserting b splits a's edge; both stay fully retrievable.
+        pc.insert(&b, &cache_of(&b)).unwrap();
+        assert_eq!(pc.cached_tokens(), 6 + 2);
+        assert_eq!(pc.lookup(&a, usize::MAX).unwrap().len, 6);
+        let m = pc.lookup(&b, usize::MAX).unwrap();
+        assert_eq!((m.len, keys(&m)), (5, vec![0.0, 1.0, 2.0, 3.0, 4.0]));
+    }
+
+    #[test]
+    fn lookup_respects_the_limit_and_misses_cleanly() {
+        let mut pc = PrefixCache::new(8, 1 << 20);
+        let a = [7, 8, 9];
+        pc.insert(&a, &cache_of(&a)).unwrap();
+        assert_eq!(pc.lookup(&a, 2).unwrap().len, 2);
+        assert_eq!(pc.lookup(&[8, 9], usize::MAX).unwrap().len, 0);
+        assert_eq!(pc.cached_len(&[7, 8, 1]), 2);
+    }
+
+    #[test]
+    fn least_recently_used_leaves_are_evicted_over_budget() {
+        // 8 bytes per token, room for 10 tokens.
+        let mut pc = PrefixCache::new(8, 80);
+        let a = [1, 2, 3, 4];
+        let b = [5, 6, 7, 8];
+        pc.insert(&a, &cache_of(&a)).unwrap();
+        pc.insert(&b, &cache_of(&b)).unwrap();
+        pc.lookup(&a, usize::MAX).unwrap(); // a is now the more recent
+        let c = [9, 10, 11, 12];
+        pc.insert(&c, &cache_of(&c)).unwrap();
+        assert!(pc.bytes() <= 80);
+        assert_eq!(pc.cached_len(&a), 4);
+        assert_eq!(pc.cached_len(&b), 0, "b was least recently used");
+        assert_eq!(pc.cached_len(&c), 4);
+    }
+}

@@ -1,0 +1,455 @@
+//! Continuous batching on the engine thread.
+//!
+//! Each step: drop cancelled requests, admit waiting ones up to
+//! `concurrent`, start admitted ones from the longest cached prefix, then run
+//! ONE forward pass over every running sequence: one token for each
+//! decoding sequence plus prefill chunks within the step's token budget (so
+//! a long prompt never stalls running streams). After the pass, prefilled
+//! prompt KV goes into the prefix cache at once, and decoding sequences
+//! sample, detokenize, match stop strings and emit events.
+//!
+//! Requests that arrive together and share a prefix nobody has cached yet
+//! do not all compute it: a later one waits while an earlier one prefills
+//! the shared part, then starts from the cache.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::engine::{
+    EngineConfig, EngineEvent, EngineStats, ModelText, TokenLogprob, TopLogprob, Usage,
+};
+use crate::error::Result;
+use crate::generate::FinishReason;
+use crate::models::{BatchItem, CausalLm, KvCache};
+use crate::prefix_cache::PrefixCache;
+use crate::request::GenerationSettings;
+use crate::sampler::{logprobs, Sampler};
+use crate::stop::StopMatcher;
+use crate::tokenizer::IncrementalDecoder;
+
+/// A request handed to the engine thread.
+pub struct NewSequence {
+    pub prompt: Vec<u32>,
+    pub settings: GenerationSettings,
+    pub events: UnboundedSender<EngineEvent>,
+}
+
+struct Sequence {
+    prompt: Vec<u32>,
+    settings: GenerationSettings,
+    events: UnboundedSender<EngineEvent>,
+    /// `None` until the sequence has started (prefix looked up).
+    cache: Option<KvCache>,
+    /// Prompt tokens whose KV is in `cache`.
+    prefilled: usize,
+    cached: usize,
+    /// Tokens sampled so far (an ending EOS included).
+    sampled: usize,
+    /// The token to feed at the next decode step.
+    next_input: [u32; 1],
+    decoding: bool,
+    sampler: Sampler,
+    decoder: IncrementalDecoder,
+    stop: StopMatcher,
+    finished: bool,
+}
+
+impl Sequence {
+    fn new(s: NewSequence) -> Self {
+        let sampler = Sampler::new(s.settings.sampling.clone()).with_prompt(&s.prompt);
+        Sequence {
+            stop: StopMatcher::new(s.settings.stop.clone()),
+            prompt: s.prompt,
+            settings: s.settings,
+            events: s.events,
+            cache: None,
+            prefilled: 0,
+            cached: 0,
+            sampled: 0,
+            next_input: [0],
+            decoding: false,
+            sampler,
+            decoder: IncrementalDecoder::new(),
+            finished: false,
+        }
+    }
+
+    fn prefilling(&self) -> bool {
+        self.cache.is_some() && self.prefilled < self.prompt.len()
+    }
+}
+
+/// What a sequence contributes to one forward pass.
+enum Work {
+    Prefill { end: usize, sample: bool },
+    Decode,
+}
+
+pub struct Scheduler {
+    model: Box<dyn CausalLm>,
+    text: Arc<ModelText>,
+    config: EngineConfig,
+    waiting: VecDeque<NewSequence>,
+    running: Vec<Sequence>,
+    prefix: Option<PrefixCache>,
+    stats: Arc<Mutex<EngineStats>>,
+}
+
+impl Scheduler {
+    pub fn new(
+        model: Box<dyn CausalLm>,
+        text: Arc<ModelText>,
+        config: EngineConfig,
+        stats: Arc<Mutex<EngineStats>>,
+    ) -> Self {
+        let c = model.config();
+        // f32 keys and values for every layer.
+        let bytes_per_token = c.num_layers * 2 * c.num_kv_heads * c.head_dim * 4;
+        let prefix = config
+            .prefix_caching
+            .then(|| PrefixCache::new(bytes_per_token, config.prefix_cache_bytes));
+        Scheduler {
+            model,
+            text,
+            config,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            prefix,
+            stats,
+        }
+    }
+
+    pub fn has_work(&self) -> bool {
+        !self.waiting.is_empty() || !self.running.is_empty()
+    }
+
+    pub fn enqueue(&mut self, s: NewSequence) {
+        self.waiting.push_back(s);
+        self.publish_counts();
+    }
+
+    /// One scheduling step and forward pass. Failures end the affected
+    /// requests with a `Failed` event; the engine keeps serving.
+    pub fn step(&mut self) {
+        self.drop_cancelled();
+        self.admit();
+        if let Err(e) = self.start_pending() {
+            self.fail_all(&e.to_string());
+        }
+        if let Err(e) = self.forward_and_sample() {
+            self.fail_all(&e.to_string());
+        }
+        self.running.retain(|s| !s.finished);
+        self.publish_counts();
+    }
+
+    fn drop_cancelled(&mut self) {
+        let before = self.running.len() + self.waiting.len();
+        self.running.retain(|s| !s.events.is_closed());
+        self.waiting.retain(|s| !s.events.is_closed());
+        let dropped = before - self.running.len() - self.waiting.len();
+        if dropped > 0 {
+            self.stats.lock().expect("stats").requests_cancelled += dropped as u64;
+        }
+    }
+
+    fn admit(&mut self) {
+        while self.running.len() < self.config.concurrent.max(1) {
+            let Some(s) = self.waiting.pop_front() else {
+                break;
+            };
+            self.stats.lock().expect("stats").requests_admitted += 1;
+            self.running.push(Sequence::new(s));
+        }
+    }
+
+    /// Starts admitted sequences from the longest cached prefix, unless an
+    /// earlier sequence is still prefilling a longer shared prefix.
+    fn start_pending(&mut self) -> Result<()> {
+        for i in 0..self.running.len() {
+            if self.running[i].cache.is_some() {
+                continue;
+            }
+            let prompt = &self.running[i].prompt;
+            // Keep at least one prompt token to compute: its logits are needed.
+            let limit = prompt.len().saturating_sub(1);
+            let mut cached = 0;
+            if let Some(prefix) = &self.prefix {
+                cached = prefix.cached_len(prompt).min(limit);
+                let shared_in_flight = self.running[..i]
+                    .iter()
+                    .filter(|o| o.prefilling())
+                    .map(|o| common_prefix(&o.prompt, prompt).min(limit))
+                    .max()
+                    .unwrap_or(0);
+                if shared_in_flight > cached {
+                    continue; // wait for the earlier sequence to cache it
+                }
+            }
+            let cache = match (&mut self.prefix, cached) {
+                (Some(prefix), n) if n > 0 => {
+                    let m = prefix.lookup(&self.running[i].prompt, n)?;
+                    KvCache::from_segments(self.model.config().num_layers, &m.segments, m.len)?
+                }
+                _ => self.model.new_cache(),
+            };
+            let s = &mut self.running[i];
+            s.cache = Some(cache);
+            s.prefilled = cached;
+            s.cached = cached;
+            {
+                let mut st = self.stats.lock().expect("stats");
+                st.prompt_tokens += s.prompt.len() as u64;
+                st.cached_tokens += cached as u64;
+                if self.prefix.is_some() {
+                    if cached > 0 {
+                        st.cache_hits += 1;
+                    } else {
+                        st.cache_misses += 1;
+                    }
+                }
+            }
+            let _ = s.events.send(EngineEvent::Started {
+                prompt_tokens: s.prompt.len(),
+                cached_tokens: cached,
+            });
+        }
+        Ok(())
+    }
+
+    fn forward_and_sample(&mut self) -> Result<()> {
+        let mut budget = self.config.prefill_chunk.max(1);
+        let mut plan: Vec<(usize, Work)> = Vec::new();
+        for (i, s) in self.running.iter().enumerate() {
+            if s.decoding {
+                plan.push((i, Work::Decode));
+            }
+        }
+        for (i, s) in self.running.iter().enumerate() {
+            if s.prefilling() && budget > 0 {
+                let end = (s.prefilled + budget).min(s.prompt.len());
+                budget -= end - s.prefilled;
+                plan.push((
+                    i,
+                    Work::Prefill {
+                        end,
+                        sample: end == s.prompt.len(),
+                    },
+                ));
+            }
+        }
+        if plan.is_empty() {
+            return Ok(());
+        }
+        plan.sort_by_key(|(i, _)| *i);
+
+        let prefill_tokens: usize = plan
+            .iter()
+            .map(|(i, w)| match w {
+                Work::Prefill { end, .. } => end - self.running[*i].prefilled,
+                Work::Decode => 0,
+            })
+            .sum();
+        let logits = {
+            let mut items = Vec::with_capacity(plan.len());
+            let mut plan_iter = plan.iter().peekable();
+            for (i, s) in self.running.iter_mut().enumerate() {
+                let Some((_, work)) = plan_iter.next_if(|(j, _)| *j == i) else {
+                    continue;
+                };
+                let Sequence {
+                    prompt,
+                    cache,
+                    prefilled,
+                    next_input,
+                    ..
+                } = s;
+                let cache = cache.as_mut().expect("started sequence");
+                items.push(match work {
+                    Work::Decode => BatchItem {
+                        tokens: &next_input[..],
+                        cache,
+                        sample: true,
+                    },
+                    Work::Prefill { end, sample } => BatchItem {
+                        tokens: &prompt[*prefilled..*end],
+                        cache,
+                        sample: *sample,
+                    },
+                });
+            }
+            let logits = self.model.forward_batch(&mut items)?;
+            // Evaluate the caches too: a pass of prefill chunks alone samples
+            // nothing, and its work must still happen in this step.
+            let mut outputs: Vec<&mlx_rs::Array> = vec![&logits];
+            outputs.extend(items.iter().flat_map(|it| it.cache.arrays()));
+            mlx_rs::transforms::eval(outputs)?;
+            if logits.size() == 0 {
+                Vec::new()
+            } else {
+                logits.as_slice::<f32>().to_vec()
+            }
+        };
+        {
+            let mut st = self.stats.lock().expect("stats");
+            st.steps += 1;
+            st.batched_sequences += plan.len() as u64;
+            st.prefill_computed_tokens += prefill_tokens as u64;
+        }
+
+        let vocab = self.model.config().vocab_size;
+        let mut row = 0;
+        for (i, work) in plan {
+            if let Work::Prefill { end, .. } = work {
+                let s = &mut self.running[i];
+                s.prefilled = end;
+                if let Some(prefix) = &mut self.prefix {
+                    prefix.insert(&s.prompt[..end], s.cache.as_ref().expect("started"))?;
+                }
+            }
+            if samples(&work) {
+                self.sample(i, &logits[row * vocab..(row + 1) * vocab])?;
+                row += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Picks sequence `i`'s next token from its logits and reports it.
+    fn sample(&mut self, i: usize, raw: &[f32]) -> Result<()> {
+        let text = self.text.clone();
+        let s = &mut self.running[i];
+        let mut processed = raw.to_vec();
+        s.sampler.process(&mut processed);
+        let position = s.cache.as_ref().expect("started").offset();
+        let token = s.sampler.sample(&processed, position);
+        s.sampled += 1;
+        s.decoding = true;
+        let logprob = s
+            .settings
+            .logprobs
+            .map(|top| token_logprob(&text, raw, token, top));
+
+        if text.eos.contains(token) {
+            let tail = self.release_rest(i);
+            return self.finish(i, tail, logprob, FinishReason::Stop);
+        }
+        let s = &mut self.running[i];
+        s.sampler.observe(token);
+        s.next_input = [token];
+        let piece = s.decoder.push(&text.tokenizer, token)?;
+        let scan = s.stop.push(&piece);
+        if scan.stopped {
+            return self.finish(i, scan.emit, logprob, FinishReason::Stop);
+        }
+        if s.sampled >= s.settings.max_tokens {
+            let mut tail = scan.emit;
+            tail.push_str(&self.release_rest(i));
+            return self.finish(i, tail, logprob, FinishReason::Length);
+        }
+        if !scan.emit.is_empty() || logprob.is_some() {
+            let _ = s.events.send(EngineEvent::Delta {
+                text: scan.emit,
+                logprobs: logprob.into_iter().collect(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Text still held by the detokenizer and the stop matcher at the end.
+    fn release_rest(&mut self, i: usize) -> String {
+        let text = self.text.clone();
+        let s = &mut self.running[i];
+        let piece = s.decoder.finish(&text.tokenizer).unwrap_or_default();
+        let scan = s.stop.push(&piece);
+        if scan.stopped {
+            return scan.emit;
+        }
+        scan.emit + &s.stop.finish()
+    }
+
+    fn finish(
+        &mut self,
+        i: usize,
+        text: String,
+        logprob: Option<TokenLogprob>,
+        reason: FinishReason,
+    ) -> Result<()> {
+        let s = &mut self.running[i];
+        if !text.is_empty() || logprob.is_some() {
+            let _ = s.events.send(EngineEvent::Delta {
+                text,
+                logprobs: logprob.into_iter().collect(),
+            });
+        }
+        let usage = Usage {
+            prompt_tokens: s.prompt.len(),
+            completion_tokens: s.sampled,
+            cached_tokens: s.cached,
+        };
+        {
+            // Counted before the event, so a caller that saw it sees them.
+            let mut st = self.stats.lock().expect("stats");
+            st.requests_finished += 1;
+            st.completion_tokens += usage.completion_tokens as u64;
+        }
+        let _ = s.events.send(EngineEvent::Finished {
+            finish_reason: reason,
+            usage,
+        });
+        s.finished = true;
+        Ok(())
+    }
+
+    fn fail_all(&mut self, message: &str) {
+        let n = self.running.len();
+        for s in self.running.drain(..) {
+            let _ = s.events.send(EngineEvent::Failed(message.to_string()));
+        }
+        self.stats.lock().expect("stats").requests_failed += n as u64;
+    }
+
+    fn publish_counts(&self) {
+        let mut st = self.stats.lock().expect("stats");
+        st.running = self.running.len();
+        st.waiting = self.waiting.len();
+    }
+}
+
+fn samples(w: &Work) -> bool {
+    match w {
+        Work::Decode => true,
+        Work::Prefill { sample, .. } => *sample,
+    }
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+fn token_logprob(text: &ModelText, raw: &[f32], token: u32, top: usize) -> TokenLogprob {
+    let (logprob, best) = logprobs(raw, token, top);
+    let describe = |id: u32| {
+        let bytes = text.tokenizer.token_bytes(id);
+        (String::from_utf8_lossy(&bytes).into_owned(), bytes)
+    };
+    let (token_text, bytes) = describe(token);
+    TokenLogprob {
+        token: token_text,
+        logprob,
+        bytes,
+        top_logprobs: best
+            .into_iter()
+            .map(|(id, lp)| {
+                let (token, bytes) = describe(id);
+                TopLogprob {
+                    token,
+                    logprob: lp,
+                    bytes,
+                }
+            })
+            .collect(),
+    }
+}

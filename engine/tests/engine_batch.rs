@@ -1,0 +1,279 @@
+//! The batch engine with the bundled model: in-batch prefix sharing and
+//! isolation, seeded determinism across batch slots and cache state, stop
+//! strings, logprobs, and cancellation.
+
+use std::sync::{Arc, Barrier};
+
+use afm_engine::engine::Completion;
+use afm_engine::{ChatRequest, Engine, EngineConfig, EngineEvent, FinishReason};
+use serde_json::json;
+
+const MARKERS: [&str; 8] = [
+    "KIWI", "PAPAYA", "GUAVA", "LEMON", "CHERRY", "MELON", "APPLE", "TOMATO",
+];
+
+fn engine(prefix_caching: bool) -> Engine {
+    Engine::start(
+        "smollm2",
+        EngineConfig {
+            prefix_caching,
+            concurrent: 8,
+            ..Default::default()
+        },
+    )
+    .expect("run scripts/setup.sh first")
+}
+
+/// About `10 * rules` tokens of system prompt.
+fn system_prompt(rules: usize) -> String {
+    (0..rules)
+        .map(|i| format!("Rule {i}: answer politely and briefly. "))
+        .collect()
+}
+
+fn request(body: serde_json::Value) -> ChatRequest {
+    serde_json::from_value(body).unwrap()
+}
+
+fn marker_request(marker: &str) -> ChatRequest {
+    request(json!({
+        "messages": [
+            {"role": "system", "content": system_prompt(50)},
+            {"role": "user", "content": format!("Repeat this word exactly once: {marker}")}
+        ],
+        "max_tokens": 12,
+        "temperature": 0
+    }))
+}
+
+/// Submits all requests from separate threads released by one barrier.
+fn release_together(engine: &Arc<Engine>, requests: Vec<ChatRequest>) -> Vec<Completion> {
+    let barrier = Arc::new(Barrier::new(requests.len()));
+    let handles: Vec<_> = requests
+        .into_iter()
+        .map(|r| {
+            let (engine, barrier) = (engine.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                engine.submit(&r).unwrap().collect_blocking().unwrap()
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn shared_prefix_is_prefilled_once_and_replies_stay_isolated() {
+    let engine = Arc::new(engine(true));
+    let requests: Vec<ChatRequest> = MARKERS.iter().map(|m| marker_request(m)).collect();
+    let prompts: Vec<Vec<u32>> = requests
+        .iter()
+        .map(|r| engine.prompt_tokens(r).unwrap())
+        .collect();
+    let shared = prompts[1..]
+        .iter()
+        .map(|p| {
+            p.iter()
+                .zip(&prompts[0])
+                .take_while(|(a, b)| a == b)
+                .count()
+        })
+        .min()
+        .unwrap();
+    assert!(shared >= 450, "shared prefix is {shared} tokens");
+
+    let out = release_together(&engine, requests);
+    let stats = engine.stats();
+
+    let mut cold = 0;
+    for (i, c) in out.iter().enumerate() {
+        let u = c.usage;
+        assert_eq!(u.prompt_tokens, prompts[i].len());
+        if u.cached_tokens == 0 {
+            cold += 1;
+        } else {
+            assert!(
+                u.cached_tokens >= shared,
+                "request {i}: cached {} < shared {shared}",
+                u.cached_tokens
+            );
+            assert!(u.cached_tokens < u.prompt_tokens, "request {i}");
+        }
+        for (j, other) in MARKERS.iter().enumerate() {
+            assert_eq!(
+                c.text.contains(other),
+                i == j,
+                "reply {i} {:?} and marker {other}",
+                c.text
+            );
+        }
+    }
+    assert_eq!(cold, 1, "exactly one request computes the shared prefix");
+    let total: usize = prompts.iter().map(Vec::len).sum();
+    let cached: usize = out.iter().map(|c| c.usage.cached_tokens).sum();
+    assert!(cached >= 7 * shared, "7 requests reuse the shared prefix");
+    assert_eq!(
+        stats.prefill_computed_tokens as usize,
+        total - cached,
+        "the counter counts exactly the prompt tokens run: the shared prefix once"
+    );
+}
+
+fn seeded(extra_user: &str) -> ChatRequest {
+    request(json!({
+        "messages": [
+            {"role": "system", "content": system_prompt(10)},
+            {"role": "user", "content": format!("Tell me a short story about a cat. {extra_user}")}
+        ],
+        "max_tokens": 16,
+        "temperature": 0.9,
+        "top_p": 0.95,
+        "seed": 1234
+    }))
+}
+
+#[test]
+fn same_seed_gives_identical_bytes_alone_in_any_slot_and_cached() {
+    let target = seeded("");
+    let engine_cold = engine(false);
+    let alone = engine_cold
+        .submit(&target)
+        .unwrap()
+        .collect_blocking()
+        .unwrap();
+    assert_eq!(alone.usage.completion_tokens, 16, "{alone:?}");
+
+    let engine = Arc::new(engine(true));
+    for slot in [0, 3, 7] {
+        let mut batch: Vec<ChatRequest> =
+            (0..7).map(|i| seeded(&format!("Variant {i}."))).collect();
+        batch.insert(slot, target.clone());
+        let out = release_together(&engine, batch);
+        assert_eq!(out[slot].text, alone.text, "slot {slot} of 8");
+    }
+    // The shared system prompt is cached by now: a warm run, same bytes.
+    let warm = engine.submit(&target).unwrap().collect_blocking().unwrap();
+    assert!(warm.usage.cached_tokens > 0);
+    assert_eq!(warm.text, alone.text, "cached prefix");
+
+    // Streamed deltas concatenate to the same text.
+    let mut stream = engine_cold.submit(&target).unwrap();
+    let mut streamed = String::new();
+    while let Some(e) = stream.next_blocking() {
+        match e {
+            EngineEvent::Delta { text, .. } => streamed.push_str(&text),
+            EngineEvent::Finished { .. } => break,
+            _ => {}
+        }
+    }
+    assert_eq!(streamed, alone.text, "streamed");
+}
+
+#[test]
+fn stop_strings_finish_reasons_and_logprobs() {
+    let engine = engine(false);
+    let base = json!({
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "temperature": 0,
+        "max_tokens": 32
+    });
+    let plain = engine
+        .submit(&request(base.clone()))
+        .unwrap()
+        .collect_blocking()
+        .unwrap();
+    assert_eq!(plain.finish_reason, Some(FinishReason::Stop));
+    assert!(plain.text.contains("Paris"), "{plain:?}");
+
+    // A stop string that spans tokens: "of France" (" of" + " France").
+    let mut with_stop = base.clone();
+    with_stop["stop"] = json!(["of France", "never-appears"]);
+    let stopped = engine
+        .submit(&request(with_stop))
+        .unwrap()
+        .collect_blocking()
+        .unwrap();
+    let cut = plain.text.find("of France").expect("reply names France");
+    assert_eq!(stopped.text, plain.text[..cut]);
+    assert_eq!(stopped.finish_reason, Some(FinishReason::Stop));
+
+    let mut short = base.clone();
+    short["max_tokens"] = json!(3);
+    let length = engine
+        .submit(&request(short))
+        .unwrap()
+        .collect_blocking()
+        .unwrap();
+    assert_eq!(length.finish_reason, Some(FinishReason::Length));
+    assert_eq!(length.usage.completion_tokens, 3);
+
+    let mut lp = base;
+    lp["logprobs"] = json!(true);
+    lp["top_logprobs"] = json!(5);
+    let with_lp = engine
+        .submit(&request(lp))
+        .unwrap()
+        .collect_blocking()
+        .unwrap();
+    assert_eq!(with_lp.text, plain.text);
+    assert_eq!(with_lp.logprobs.len(), with_lp.usage.completion_tokens);
+    let joined: Vec<u8> = with_lp.logprobs[..with_lp.logprobs.len() - 1]
+        .iter()
+        .flat_map(|t| t.bytes.clone())
+        .collect();
+    assert_eq!(String::from_utf8(joined).unwrap(), with_lp.text);
+    for t in &with_lp.logprobs {
+        assert!(t.logprob <= 0.0 && t.logprob.is_finite());
+        assert_eq!(t.top_logprobs.len(), 5);
+        assert!(t
+            .top_logprobs
+            .windows(2)
+            .all(|w| w[0].logprob >= w[1].logprob));
+        // Greedy: the chosen token is the most likely one.
+        assert_eq!(t.top_logprobs[0].bytes, t.bytes);
+        assert!((t.top_logprobs[0].logprob - t.logprob).abs() < 1e-6);
+    }
+
+    let mut too_many = json!({"messages": [{"role": "user", "content": "x"}], "logprobs": true});
+    too_many["top_logprobs"] = json!(21);
+    assert!(engine.submit(&request(too_many)).is_err());
+}
+
+#[test]
+fn cancelling_frees_the_slot_for_the_next_request() {
+    let engine = Engine::start(
+        "smollm2",
+        EngineConfig {
+            concurrent: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let long = request(json!({
+        "messages": [{"role": "user", "content": "Write a very long essay about the sea."}],
+        "max_tokens": 400, "temperature": 0
+    }));
+    let mut first = engine.submit(&long).unwrap();
+    // Wait until it is generating.
+    loop {
+        match first.next_blocking() {
+            Some(EngineEvent::Delta { text, .. }) if !text.is_empty() => break,
+            Some(EngineEvent::Finished { .. }) | None => panic!("ended early"),
+            _ => {}
+        }
+    }
+    let second = request(json!({
+        "messages": [{"role": "user", "content": "Say hi."}],
+        "max_tokens": 5, "temperature": 0
+    }));
+    let pending = engine.submit(&second).unwrap();
+    drop(first);
+    let done = pending.collect_blocking().unwrap();
+    assert!(done.finish_reason.is_some());
+    let stats = engine.stats();
+    assert_eq!(stats.requests_cancelled, 1, "{stats:?}");
+    assert!(
+        stats.completion_tokens < 400,
+        "the cancelled request did not run to the end"
+    );
+}
