@@ -40,6 +40,9 @@ pub struct EngineConfig {
     /// streams keep moving while a long prompt is prefilled.
     pub prefill_chunk: usize,
     pub weight_mode: WeightMode,
+    /// Batch-invariant mode (`--deterministic`): a request's output is bit
+    /// for bit the same alone, in any batch slot, chunked or cached.
+    pub deterministic: bool,
 }
 
 impl Default for EngineConfig {
@@ -52,6 +55,7 @@ impl Default for EngineConfig {
             default_max_tokens: 512,
             prefill_chunk: 256,
             weight_mode: WeightMode::for_platform(),
+            deterministic: false,
         }
     }
 }
@@ -160,13 +164,17 @@ impl Engine {
         let thread = std::thread::Builder::new()
             .name("afm-engine".into())
             .spawn(move || {
-                let loaded = match LoadedModel::load_source(&source, thread_config.weight_mode) {
+                let mut loaded = match LoadedModel::load_source(&source, thread_config.weight_mode)
+                {
                     Ok(l) => l,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
                         return;
                     }
                 };
+                loaded
+                    .model
+                    .set_batch_invariant(thread_config.deterministic);
                 let limits = RequestLimits {
                     max_logprobs: thread_config.max_logprobs,
                     default_max_tokens: thread_config.default_max_tokens,

@@ -270,7 +270,7 @@ mod tests {
     }
 
     fn keys(m: &PrefixMatch) -> Vec<f32> {
-        let c = KvCache::from_segments(1, &m.segments, m.len).unwrap();
+        let c = KvCache::from_segments(1, &m.segments, m.len, None).unwrap();
         if m.len == 0 {
             return Vec::new();
         }

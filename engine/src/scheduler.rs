@@ -30,6 +30,9 @@ use crate::stop::StopMatcher;
 use crate::tokenizer::IncrementalDecoder;
 
 /// A request handed to the engine thread.
+/// Fixed caches are sized in steps of this many positions.
+const CAPACITY_STEP: usize = 256;
+
 pub struct NewSequence {
     pub prompt: Vec<u32>,
     pub settings: GenerationSettings,
@@ -57,7 +60,12 @@ struct Sequence {
 }
 
 impl Sequence {
-    fn new(s: NewSequence) -> Self {
+    fn new(mut s: NewSequence, context_length: usize) -> Self {
+        // Never generate past the model's context.
+        s.settings.max_tokens = s
+            .settings
+            .max_tokens
+            .min(context_length.saturating_sub(s.prompt.len()).max(1));
         let sampler = Sampler::new(s.settings.sampling.clone()).with_prompt(&s.prompt);
         Sequence {
             stop: StopMatcher::new(s.settings.stop.clone()),
@@ -161,7 +169,8 @@ impl Scheduler {
                 break;
             };
             self.stats.lock().expect("stats").requests_admitted += 1;
-            self.running.push(Sequence::new(s));
+            self.running
+                .push(Sequence::new(s, self.text.limits.context_length));
         }
     }
 
@@ -191,9 +200,17 @@ impl Scheduler {
             let cache = match (&mut self.prefix, cached) {
                 (Some(prefix), n) if n > 0 => {
                     let m = prefix.lookup(&self.running[i].prompt, n)?;
-                    KvCache::from_segments(self.model.config().num_layers, &m.segments, m.len)?
+                    KvCache::from_segments(
+                        self.model.config().num_layers,
+                        &m.segments,
+                        m.len,
+                        self.capacity_of(&self.running[i]),
+                    )?
                 }
-                _ => self.model.new_cache(),
+                _ => match self.capacity_of(&self.running[i]) {
+                    Some(c) => KvCache::with_capacity(self.model.config().num_layers, c),
+                    None => self.model.new_cache(),
+                },
             };
             let s = &mut self.running[i];
             s.cache = Some(cache);
@@ -217,6 +234,19 @@ impl Scheduler {
             });
         }
         Ok(())
+    }
+
+    /// In batch-invariant mode, the fixed cache size of a sequence: a
+    /// function of the request alone (prompt and token limit), so attention
+    /// shapes are the same however the request is batched or cached.
+    fn capacity_of(&self, s: &Sequence) -> Option<usize> {
+        self.config
+            .deterministic
+            .then(|| {
+                let needed = s.prompt.len() + s.settings.max_tokens;
+                needed.div_ceil(CAPACITY_STEP) * CAPACITY_STEP
+            })
+            .map(|c| c.min(self.text.limits.context_length))
     }
 
     fn forward_and_sample(&mut self) -> Result<()> {

@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use mlx_rs::ops::{dequantize, matmul, quantized_matmul};
+use mlx_rs::ops::indexing::IndexOp;
+use mlx_rs::ops::{broadcast_to, dequantize, matmul, quantized_matmul};
 use mlx_rs::Array;
 
 use crate::error::{EngineError, Result};
@@ -205,6 +206,27 @@ impl Linear {
                 q.bits,
             )?,
         })
+    }
+
+    /// `x` given as row blocks (`[blocks, rows, in]`), each block through its
+    /// own matrix product of identical shape. (A plain batched matmul lets
+    /// MLX fold the blocks into one large product, whose rounding depends on
+    /// the total row count.)
+    pub fn forward_row_blocks(&self, x: &Array) -> Result<Array> {
+        let blocks = x.dim(0);
+        match self {
+            Linear::Dense(w) => {
+                let (out, inp) = (w.dim(0), w.dim(1));
+                let wt = broadcast_to(w.t().reshape(&[1, inp, out])?, &[blocks, inp, out])?;
+                Ok(matmul(x, wt)?)
+            }
+            Linear::Quantized(_) => {
+                let parts = (0..blocks)
+                    .map(|b| self.forward(&x.index(b)))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(mlx_rs::ops::stack(&parts, 0)?)
+            }
+        }
     }
 
     /// The array holding the weight as stored (dense or packed).

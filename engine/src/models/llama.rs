@@ -30,6 +30,8 @@ pub struct Llama {
     layers: Vec<Layer>,
     norm: Array,
     lm_head: Linear,
+    /// Run every matmul with shapes that do not depend on the batch.
+    batch_invariant: bool,
 }
 
 impl Llama {
@@ -62,6 +64,7 @@ impl Llama {
             embed,
             layers,
             lm_head,
+            batch_invariant: false,
         };
         model.materialize()?;
         Ok(model)
@@ -105,9 +108,9 @@ impl Llama {
     ) -> Result<Array> {
         let c = &self.config;
         let (q_all, k_all, v_all) = (
-            layer.q_proj.forward(x)?,
-            layer.k_proj.forward(x)?,
-            layer.v_proj.forward(x)?,
+            self.dense(&layer.q_proj, x)?,
+            self.dense(&layer.k_proj, x)?,
+            self.dense(&layer.v_proj, x)?,
         );
         let dims = c.head_dim as i32;
         let scale = (c.head_dim as f32).powf(-0.5);
@@ -127,13 +130,15 @@ impl Llama {
             let q = rotate(heads(&q_all, c.num_heads)?)?;
             let k = rotate(heads(&k_all, c.num_kv_heads)?)?;
             let v = heads(&v_all, c.num_kv_heads)?;
+            let fixed = item.cache.capacity().is_some();
             let (k, v) = item.cache.update(idx, k, v)?;
-            let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
-            outs.push(
+            let o = if fixed {
+                fixed_shape_attention(&q, &k, &v, scale, offset as usize)?
+            } else {
+                let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
                 scaled_dot_product_attention(q, k, v, scale, mask, None)?
-                    .transpose_axes(&[0, 2, 1, 3])?
-                    .reshape(&[1, l, -1])?,
-            );
+            };
+            outs.push(o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[1, l, -1])?);
             start += l;
         }
         let o = if outs.len() == 1 {
@@ -141,13 +146,29 @@ impl Llama {
         } else {
             concatenate(&outs, 1)?
         };
-        layer.o_proj.forward(&o)
+        self.dense(&layer.o_proj, &o)
     }
 
-    fn mlp(layer: &Layer, x: &Array) -> Result<Array> {
-        let gate = mlx_rs::nn::silu(layer.gate_proj.forward(x)?)?;
-        let up = layer.up_proj.forward(x)?;
-        layer.down_proj.forward(&gate.multiply(&up)?)
+    /// `lin` applied to `x` (`[1, rows, in]`). In batch-invariant mode the
+    /// rows go through the matmul in zero-padded blocks of [`ROW_BLOCK`], so
+    /// a row's result never depends on how many other rows share the call
+    /// (BLAS kernels pick their blocking, and so the rounding, by shape).
+    fn dense(&self, lin: &Linear, x: &Array) -> Result<Array> {
+        if !self.batch_invariant {
+            return lin.forward(x);
+        }
+        let (rows, width) = (x.dim(1), x.dim(2));
+        let blocked = pad_rows(&x.reshape(&[rows, width])?, ROW_BLOCK)?;
+        let padded = blocked.dim(0);
+        let y =
+            lin.forward_row_blocks(&blocked.reshape(&[padded / ROW_BLOCK, ROW_BLOCK, width])?)?;
+        Ok(y.reshape(&[1, padded, -1])?.index((.., 0..rows, ..)))
+    }
+
+    fn mlp(&self, layer: &Layer, x: &Array) -> Result<Array> {
+        let gate = mlx_rs::nn::silu(self.dense(&layer.gate_proj, x)?)?;
+        let up = self.dense(&layer.up_proj, x)?;
+        self.dense(&layer.down_proj, &gate.multiply(&up)?)
     }
 }
 
@@ -168,7 +189,7 @@ impl CausalLm for Llama {
             let x = rms_norm(&h, Some(&layer.input_norm), eps)?;
             h = h.add(&self.attention(layer, &x, items, i)?)?;
             let x = rms_norm(&h, Some(&layer.post_norm), eps)?;
-            h = h.add(&Self::mlp(layer, &x)?)?;
+            h = h.add(&self.mlp(layer, &x)?)?;
         }
         // The LM head runs only on the positions that are sampled.
         let mut rows = Vec::new();
@@ -187,10 +208,93 @@ impl CausalLm for Llama {
         }
         let picked = h.take_axis(Array::from_slice(&rows, &[n]), 1)?;
         let picked = rms_norm(&picked, Some(&self.norm), eps)?;
-        Ok(self.lm_head.forward(&picked)?.reshape(&[n, -1])?)
+        Ok(self.dense(&self.lm_head, &picked)?.reshape(&[n, -1])?)
+    }
+
+    fn set_batch_invariant(&mut self, on: bool) {
+        self.batch_invariant = on;
     }
 
     fn new_cache(&self) -> KvCache {
         KvCache::new(self.config.num_layers)
     }
+}
+
+/// Rows per matmul call in batch-invariant mode.
+const ROW_BLOCK: i32 = 8;
+
+/// `x` (`[rows, width]`) with zero rows appended up to a multiple of `block`.
+fn pad_rows(x: &Array, block: i32) -> Result<Array> {
+    let rows = x.dim(0);
+    let padded = (rows + block - 1) / block * block;
+    if padded == rows {
+        return Ok(x.clone());
+    }
+    let zeros = Array::zeros::<f32>(&[padded - rows, x.dim(1)])?;
+    Ok(concatenate(&[x.clone(), zeros], 0)?)
+}
+
+/// Causal attention for one sequence over a fixed-capacity cache, with
+/// shapes that depend only on the cache's capacity: queries (grouped by KV
+/// head) go through the score and value matmuls in padded blocks of
+/// [`ROW_BLOCK`] rows, and every query row sees all `capacity` key slots,
+/// masked. So a token's result is the same whatever the chunking of its
+/// prompt, the cached prefix, or the rest of the batch.
+///
+/// `q`: `[1, heads, l, d]`; `k`, `v`: `[1, kv_heads, capacity, d]`; the new
+/// queries sit at positions `offset..offset + l`.
+fn fixed_shape_attention(
+    q: &Array,
+    k: &Array,
+    v: &Array,
+    scale: f32,
+    offset: usize,
+) -> Result<Array> {
+    let (heads, l, d) = (q.dim(1), q.dim(2), q.dim(3));
+    let (kv_heads, cap) = (k.dim(1), k.dim(2));
+    let rep = heads / kv_heads;
+    let rows = rep * l;
+    let padded = (rows + ROW_BLOCK - 1) / ROW_BLOCK * ROW_BLOCK;
+    let blocks = padded / ROW_BLOCK;
+
+    // [kv_heads, rep * l, d], padded and split into row blocks.
+    let qg = q.reshape(&[kv_heads, rows, d])?;
+    let qg = if padded > rows {
+        let zeros = Array::zeros::<f32>(&[kv_heads, padded - rows, d])?;
+        concatenate(&[qg, zeros], 1)?
+    } else {
+        qg
+    };
+    let qb = qg.reshape(&[kv_heads * blocks, ROW_BLOCK, d])?;
+    let per_block = |t: &Array| -> Result<Array> {
+        Ok(mlx_rs::ops::broadcast_to(
+            t.reshape(&[kv_heads, 1, cap, d])?,
+            &[kv_heads, blocks, cap, d],
+        )?
+        .reshape(&[kv_heads * blocks, cap, d])?)
+    };
+    let (kb, vb) = (per_block(k)?, per_block(v)?);
+    let scores = mlx_rs::ops::matmul(&qb, kb.transpose_axes(&[0, 2, 1])?)?
+        .multiply(Array::from_f32(scale))?;
+
+    // Row r of a head group is query r % l; it sees keys 0..=offset + r % l.
+    // Padding rows see key 0 only (their output is dropped).
+    let mut mask = vec![f32::NEG_INFINITY; (padded * cap) as usize];
+    for r in 0..padded as usize {
+        let visible = if r < rows as usize {
+            offset + r % l as usize + 1
+        } else {
+            1
+        };
+        mask[r * cap as usize..r * cap as usize + visible].fill(0.0);
+    }
+    let mask = Array::from_slice(&mask, &[1, padded, cap]);
+    let scores = scores.reshape(&[kv_heads, padded, cap])?.add(&mask)?;
+    let probs = mlx_rs::ops::softmax_axis(&scores, -1, true)?.reshape(&[
+        kv_heads * blocks,
+        ROW_BLOCK,
+        cap,
+    ])?;
+    let out = mlx_rs::ops::matmul(&probs, &vb)?.reshape(&[kv_heads, padded, d])?;
+    Ok(out.index((.., 0..rows, ..)).reshape(&[1, heads, l, d])?)
 }

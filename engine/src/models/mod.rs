@@ -42,6 +42,11 @@ pub trait CausalLm {
         Ok(self.forward_batch(&mut items)?.reshape(&[-1])?)
     }
 
+    /// Batch-invariant mode: results for a sequence must not depend on the
+    /// batch, the chunking of its prompt or a cached prefix (bit for bit).
+    /// Attention is batch-invariant only over fixed-capacity caches.
+    fn set_batch_invariant(&mut self, _on: bool) {}
+
     /// An empty cache sized for this model.
     fn new_cache(&self) -> KvCache;
 }

@@ -1,0 +1,195 @@
+//! Batch engine figures, printed (not asserted):
+//! 1. aggregate decode tokens/s at several concurrency levels, for the
+//!    engine (scheduler, sampling, detokenization, events) and for a bare
+//!    loop of the same model's batched forward pass on the same prompts;
+//! 2. time to first token of a request whose ~1,000-token prefix is in the
+//!    prefix cache, against the same request cold.
+//!
+//! `cargo bench -p afm-engine --bench batch_decode [-- --tokens N --levels 1,2,4,8,16]`
+
+use std::time::Instant;
+
+use afm_engine::engine::EngineEvent;
+use afm_engine::models::{BatchItem, KvCache};
+use afm_engine::{ChatRequest, Engine, EngineConfig, LoadedModel};
+use serde_json::json;
+
+struct Args {
+    tokens: usize,
+    levels: Vec<usize>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        tokens: 64,
+        levels: vec![1, 2, 4, 8, 16],
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--tokens" => args.tokens = it.next().and_then(|v| v.parse().ok()).expect("--tokens N"),
+            "--levels" => {
+                args.levels = it
+                    .next()
+                    .expect("--levels 1,2,4")
+                    .split(',')
+                    .map(|v| v.parse().expect("level"))
+                    .collect()
+            }
+            _ => {}
+        }
+    }
+    args
+}
+
+fn user_request(i: usize, max_tokens: usize) -> ChatRequest {
+    serde_json::from_value(json!({
+        "messages": [{"role": "user", "content": format!("Tell me story number {i} about a lighthouse.")}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        // Ban the end token so every request decodes exactly max_tokens.
+        "logit_bias": {"2": -100}
+    }))
+    .unwrap()
+}
+
+/// The model's batched forward alone: prefill each prompt, then `tokens`
+/// greedy steps with every sequence in one pass.
+fn bare_loop(model: &LoadedModel, prompts: &[Vec<u32>], tokens: usize) -> f64 {
+    let start = Instant::now();
+    let mut caches: Vec<KvCache> = prompts.iter().map(|_| model.model.new_cache()).collect();
+    let mut next: Vec<[u32; 1]> = Vec::new();
+    for (p, cache) in prompts.iter().zip(caches.iter_mut()) {
+        let logits = model.model.forward(p, cache).unwrap();
+        next.push([mlx_rs::ops::indexing::argmax(&logits, None)
+            .unwrap()
+            .item_exact::<u32>()]);
+    }
+    for _ in 1..tokens {
+        let mut items: Vec<BatchItem> = caches
+            .iter_mut()
+            .zip(&next)
+            .map(|(cache, t)| BatchItem {
+                tokens: t,
+                cache,
+                sample: true,
+            })
+            .collect();
+        let logits = model.model.forward_batch(&mut items).unwrap();
+        let ids = mlx_rs::ops::indexing::argmax_axis(&logits, 1, None).unwrap();
+        for (n, id) in next.iter_mut().zip(ids.as_slice::<u32>()) {
+            *n = [*id];
+        }
+    }
+    (prompts.len() * tokens) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn engine_run(engine: &Engine, level: usize, tokens: usize) -> f64 {
+    let start = Instant::now();
+    let streams: Vec<_> = (0..level)
+        .map(|i| engine.submit(&user_request(i, tokens)).unwrap())
+        .collect();
+    let mut produced = 0;
+    for s in streams {
+        let c = s.collect_blocking().unwrap();
+        produced += c.usage.completion_tokens;
+    }
+    assert_eq!(
+        produced,
+        level * tokens,
+        "every request decodes {tokens} tokens"
+    );
+    produced as f64 / start.elapsed().as_secs_f64()
+}
+
+fn time_to_first_token(engine: &Engine, request: &ChatRequest) -> (f64, usize) {
+    let start = Instant::now();
+    let mut stream = engine.submit(request).unwrap();
+    let mut cached = 0;
+    while let Some(e) = stream.next_blocking() {
+        match e {
+            EngineEvent::Started { cached_tokens, .. } => cached = cached_tokens,
+            EngineEvent::Delta { .. } => return (start.elapsed().as_secs_f64(), cached),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    panic!("no token")
+}
+
+fn main() {
+    let args = parse_args();
+    let model = LoadedModel::load("smollm2").unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "aggregate decode tokens/s, {} tokens per request (prefill included)",
+        args.tokens
+    );
+    println!(
+        "{:>11} {:>10} {:>10} {:>9} {:>14} {:>16}",
+        "concurrency", "bare loop", "engine", "engine %", "deterministic", "determ. cost %"
+    );
+    for &level in &args.levels {
+        let prompts: Vec<Vec<u32>> = (0..level)
+            .map(|i| {
+                let r = user_request(i, args.tokens);
+                model
+                    .prompt_tokens(&afm_engine::chat_template::TemplateInput {
+                        messages: r.messages.clone(),
+                        add_generation_prompt: true,
+                        ..Default::default()
+                    })
+                    .unwrap()
+            })
+            .collect();
+        let bare = bare_loop(&model, &prompts, args.tokens);
+        let run = |deterministic| {
+            let engine = Engine::start(
+                "smollm2",
+                EngineConfig {
+                    concurrent: level,
+                    deterministic,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            engine_run(&engine, level, 4); // warm-up
+            engine_run(&engine, level, args.tokens)
+        };
+        let (eng, det) = (run(false), run(true));
+        println!(
+            "{level:>11} {bare:>10.1} {eng:>10.1} {:>8.1}% {det:>14.1} {:>15.1}%",
+            eng / bare * 100.0,
+            (eng / det - 1.0) * 100.0
+        );
+    }
+
+    let engine = Engine::start(
+        "smollm2",
+        EngineConfig {
+            prefix_caching: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let system: String = (0..100)
+        .map(|i| format!("Rule {i}: answer politely and briefly. "))
+        .collect();
+    let ask = |q: &str| -> ChatRequest {
+        serde_json::from_value(json!({
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": q}],
+            "max_tokens": 1
+        }))
+        .unwrap()
+    };
+    let (cold, _) = time_to_first_token(&engine, &ask("What is a lighthouse?"));
+    let (warm, cached) = time_to_first_token(&engine, &ask("What is a harbour?"));
+    let prompt = engine
+        .prompt_tokens(&ask("What is a harbour?"))
+        .unwrap()
+        .len();
+    println!(
+        "time to first token, {prompt}-token prompt: cold {:.1} ms, {cached} tokens cached {:.1} ms ({:.1}% of cold)",
+        cold * 1e3,
+        warm * 1e3,
+        warm / cold * 100.0
+    );
+}
