@@ -16,6 +16,7 @@ use crate::chat_template::{ChatTemplate, TemplateInput};
 use crate::eos::EosSet;
 use crate::error::{EngineError, Result};
 use crate::generate::FinishReason;
+use crate::grammar::{constraint_of, GrammarCompiler, GrammarMode};
 use crate::loaded_model::LoadedModel;
 use crate::model_source::ModelSource;
 use crate::request::{ChatRequest, RequestLimits};
@@ -40,6 +41,10 @@ pub struct EngineConfig {
     /// streams keep moving while a long prompt is prefilled.
     pub prefill_chunk: usize,
     pub weight_mode: WeightMode,
+    /// Enforce `response_format` and forced tool calls with llguidance
+    /// (`--enable-grammar-constraints`); off, such requests are served
+    /// unconstrained and marked downgraded.
+    pub grammar_constraints: bool,
     /// Batch-invariant mode (`--deterministic`): a request's output is bit
     /// for bit the same alone, in any batch slot, chunked or cached.
     pub deterministic: bool,
@@ -55,6 +60,7 @@ impl Default for EngineConfig {
             default_max_tokens: 512,
             prefill_chunk: 256,
             weight_mode: WeightMode::for_platform(),
+            grammar_constraints: false,
             deterministic: false,
         }
     }
@@ -136,10 +142,13 @@ pub struct ModelText {
     pub template: ChatTemplate,
     pub eos: EosSet,
     pub limits: RequestLimits,
+    /// Compiles request constraints (always built, so schemas are checked
+    /// even when constraints are not enforced).
+    pub grammar: GrammarCompiler,
 }
 
 pub(crate) enum Command {
-    Submit(NewSequence),
+    Submit(Box<NewSequence>),
     Shutdown,
 }
 
@@ -181,7 +190,16 @@ impl Engine {
                     context_length: loaded.model.config().max_position_embeddings,
                     vocab_size: loaded.model.config().vocab_size,
                 };
+                let vocab = loaded.model.config().vocab_size;
+                let grammar = match GrammarCompiler::new(&loaded.tokenizer, &loaded.eos, vocab) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
                 let text = Arc::new(ModelText {
+                    grammar,
                     name: loaded.name,
                     tokenizer: loaded.tokenizer,
                     template: loaded.template,
@@ -250,15 +268,29 @@ impl Engine {
                 param: Some("messages".into()),
             });
         }
+        // Compiled here, on the caller's thread, never in the decode loop;
+        // compiling also rejects bad schemas when constraints are off.
+        let (grammar, mode) = match constraint_of(request)? {
+            None => (None, GrammarMode::None),
+            Some(c) => {
+                let state = self.text.grammar.compile(&c)?;
+                if self.config.grammar_constraints {
+                    (Some(state), GrammarMode::Enforced)
+                } else {
+                    (None, GrammarMode::Downgraded)
+                }
+            }
+        };
         let (events, rx) = unbounded_channel();
         self.commands
-            .send(Command::Submit(NewSequence {
+            .send(Command::Submit(Box::new(NewSequence {
                 prompt,
                 settings,
+                grammar,
                 events,
-            }))
+            })))
             .map_err(|_| EngineError::EngineStopped("the engine thread has exited".into()))?;
-        Ok(RequestStream { rx })
+        Ok(RequestStream { rx, grammar: mode })
     }
 }
 
@@ -276,13 +308,13 @@ fn run(mut scheduler: Scheduler, inbox: Receiver<Command>) {
     loop {
         if !scheduler.has_work() {
             match inbox.recv() {
-                Ok(Command::Submit(s)) => scheduler.enqueue(s),
+                Ok(Command::Submit(s)) => scheduler.enqueue(*s),
                 Ok(Command::Shutdown) | Err(_) => return,
             }
         }
         loop {
             match inbox.try_recv() {
-                Ok(Command::Submit(s)) => scheduler.enqueue(s),
+                Ok(Command::Submit(s)) => scheduler.enqueue(*s),
                 Ok(Command::Shutdown) => return,
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => {
@@ -300,6 +332,9 @@ fn run(mut scheduler: Scheduler, inbox: Receiver<Command>) {
 /// One request's events.
 pub struct RequestStream {
     rx: UnboundedReceiver<EngineEvent>,
+    /// Whether the request's constraint is enforced, known at submission
+    /// (before any event, so a server can set its response headers).
+    pub grammar: GrammarMode,
 }
 
 impl RequestStream {

@@ -9,6 +9,7 @@ pub mod eos;
 pub mod error;
 pub mod generate;
 pub mod gguf;
+pub mod grammar;
 pub mod loaded_model;
 pub mod model_config;
 pub mod model_source;

@@ -22,6 +22,7 @@ use crate::engine::{
 };
 use crate::error::Result;
 use crate::generate::FinishReason;
+use crate::grammar::GrammarState;
 use crate::models::{BatchItem, CausalLm, KvCache};
 use crate::prefix_cache::PrefixCache;
 use crate::request::GenerationSettings;
@@ -36,12 +37,14 @@ const CAPACITY_STEP: usize = 256;
 pub struct NewSequence {
     pub prompt: Vec<u32>,
     pub settings: GenerationSettings,
+    pub grammar: Option<GrammarState>,
     pub events: UnboundedSender<EngineEvent>,
 }
 
 struct Sequence {
     prompt: Vec<u32>,
     settings: GenerationSettings,
+    grammar: Option<GrammarState>,
     events: UnboundedSender<EngineEvent>,
     /// `None` until the sequence has started (prefix looked up).
     cache: Option<KvCache>,
@@ -71,6 +74,7 @@ impl Sequence {
             stop: StopMatcher::new(s.settings.stop.clone()),
             prompt: s.prompt,
             settings: s.settings,
+            grammar: s.grammar,
             events: s.events,
             cache: None,
             prefilled: 0,
@@ -353,8 +357,20 @@ impl Scheduler {
         let s = &mut self.running[i];
         let mut processed = raw.to_vec();
         s.sampler.process(&mut processed);
+        if let Some(g) = &mut s.grammar {
+            if let Err(msg) = g.apply_mask(&mut processed) {
+                return self.fail(i, msg);
+            }
+        }
         let position = s.cache.as_ref().expect("started").offset();
         let token = s.sampler.sample(&processed, position);
+        // An end id is only allowed where the grammar accepts; it ends the
+        // sequence instead of entering the grammar.
+        if let (Some(g), false) = (&mut s.grammar, text.eos.contains(token)) {
+            if let Err(msg) = g.consume(token) {
+                return self.fail(i, msg);
+            }
+        }
         s.sampled += 1;
         s.decoding = true;
         let logprob = s
@@ -430,6 +446,15 @@ impl Scheduler {
             usage,
         });
         s.finished = true;
+        Ok(())
+    }
+
+    /// Ends sequence `i` with an error the client sees.
+    fn fail(&mut self, i: usize, message: String) -> Result<()> {
+        let s = &mut self.running[i];
+        let _ = s.events.send(EngineEvent::Failed(message));
+        s.finished = true;
+        self.stats.lock().expect("stats").requests_failed += 1;
         Ok(())
     }
 

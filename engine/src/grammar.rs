@@ -1,0 +1,277 @@
+//! Constrained decoding with llguidance.
+//!
+//! One [`GrammarCompiler`] per model (its parser factory is built once from
+//! the tokenizer and shared); each constrained request gets its own
+//! [`GrammarState`] (an llguidance matcher), compiled on the caller's thread
+//! by `Engine::submit`, so a new schema never stalls the decode loop. On the
+//! engine thread the state masks its own sequence's logits before sampling
+//! and advances with the sampled token; end ids are allowed only where the
+//! grammar accepts.
+
+use std::sync::Arc;
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::{Matcher, ParserFactory};
+use serde_json::{json, Value};
+use toktrie_hf_tokenizers::ByteTokenizer;
+
+use crate::eos::EosSet;
+use crate::error::{EngineError, Result};
+use crate::request::ChatRequest;
+use crate::tokenizer::TextTokenizer;
+
+/// What a request's output must match.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Constraint {
+    /// Any JSON object (`response_format: json_object`).
+    JsonObject,
+    /// A JSON Schema (`response_format: json_schema`).
+    JsonSchema(Value),
+    /// A call of one of these tools, in the hermes format
+    /// (`<tool_call>{"name": .., "arguments": {..}}</tool_call>`), with
+    /// arguments valid against the tool's parameters.
+    ToolCall(Vec<ToolSpec>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub parameters: Value,
+}
+
+/// How the engine treats a request's constraint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrammarMode {
+    /// The request asked for no constraint.
+    None,
+    /// The output is constrained by the grammar.
+    Enforced,
+    /// The request asked for one, but grammar constraints are off: it is
+    /// served unconstrained (servers report this in `X-Grammar-Constraints`).
+    Downgraded,
+}
+
+impl GrammarMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrammarMode::None => "none",
+            GrammarMode::Enforced => "enforced",
+            GrammarMode::Downgraded => "downgraded",
+        }
+    }
+}
+
+/// Reads the constraint a request asks for, if any. Malformed
+/// `response_format` or `tool_choice` values are request errors.
+pub fn constraint_of(request: &ChatRequest) -> Result<Option<Constraint>> {
+    if let Some(c) = tool_constraint(request)? {
+        return Ok(Some(c));
+    }
+    let Some(format) = &request.response_format else {
+        return Ok(None);
+    };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(Constraint::JsonObject)),
+        Some("json_schema") => {
+            let schema = format
+                .get("json_schema")
+                .and_then(|s| s.get("schema"))
+                .cloned()
+                .ok_or_else(|| {
+                    EngineError::invalid_param(
+                        "response_format.json_schema.schema",
+                        "is required for type json_schema",
+                    )
+                })?;
+            if !schema.is_object() && !schema.is_boolean() {
+                return Err(EngineError::invalid_param(
+                    "response_format.json_schema.schema",
+                    "must be a JSON Schema object",
+                ));
+            }
+            Ok(Some(Constraint::JsonSchema(schema)))
+        }
+        other => Err(EngineError::invalid_param(
+            "response_format.type",
+            format!("unsupported value {other:?} (text, json_object, json_schema)"),
+        )),
+    }
+}
+
+/// `tool_choice: "required"` or a named function forces a call.
+fn tool_constraint(request: &ChatRequest) -> Result<Option<Constraint>> {
+    let Some(choice) = &request.tool_choice else {
+        return Ok(None);
+    };
+    let tools = request.tools.as_deref().unwrap_or_default();
+    let specs = tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let f = t.get("function").ok_or_else(|| {
+                EngineError::invalid_param(&format!("tools[{i}]"), "needs a 'function' object")
+            })?;
+            let name = f.get("name").and_then(Value::as_str).ok_or_else(|| {
+                EngineError::invalid_param(&format!("tools[{i}].function.name"), "is required")
+            })?;
+            Ok(ToolSpec {
+                name: name.to_string(),
+                parameters: f
+                    .get("parameters")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object"})),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let wanted = match choice {
+        Value::String(s) if s == "none" || s == "auto" => return Ok(None),
+        Value::String(s) if s == "required" => specs,
+        Value::Object(_) => {
+            let name = choice
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| EngineError::invalid_param("tool_choice", "needs function.name"))?;
+            let named: Vec<ToolSpec> = specs.into_iter().filter(|s| s.name == name).collect();
+            if named.is_empty() {
+                return Err(EngineError::invalid_param(
+                    "tool_choice",
+                    format!("names '{name}', which is not among the tools"),
+                ));
+            }
+            named
+        }
+        other => {
+            return Err(EngineError::invalid_param(
+                "tool_choice",
+                format!("unsupported value {other}"),
+            ))
+        }
+    };
+    if wanted.is_empty() {
+        return Err(EngineError::invalid_param(
+            "tool_choice",
+            "requires at least one tool",
+        ));
+    }
+    Ok(Some(Constraint::ToolCall(wanted)))
+}
+
+/// Compiles constraints for one model.
+#[derive(Clone)]
+pub struct GrammarCompiler {
+    factory: Arc<ParserFactory>,
+}
+
+impl GrammarCompiler {
+    /// Builds the parser factory from the model's tokenizer; every id of
+    /// the EOS set counts as an end token for the grammar.
+    pub fn new(tokenizer: &TextTokenizer, eos: &EosSet, vocab_size: usize) -> Result<Self> {
+        let grammar_err =
+            |e: anyhow::Error| EngineError::Tokenizer(format!("grammar back-end: {e}"));
+        let mut bytes =
+            ByteTokenizer::from_tokenizer(tokenizer.hf().clone()).map_err(grammar_err)?;
+        let eos_ids: Vec<u32> = eos.ids().collect();
+        if !eos_ids.is_empty() {
+            bytes.set_eos_tokens(&eos_ids);
+        }
+        let env = bytes.into_tok_env(Some(vocab_size)).map_err(grammar_err)?;
+        let factory = ParserFactory::new_simple(&env).map_err(grammar_err)?;
+        Ok(GrammarCompiler {
+            factory: Arc::new(factory),
+        })
+    }
+
+    /// Compiles `constraint`; an invalid or unsupported schema is a
+    /// request error naming the problem.
+    pub fn compile(&self, constraint: &Constraint) -> Result<GrammarState> {
+        let grammar = match constraint {
+            Constraint::JsonObject => {
+                TopLevelGrammar::from_json_schema(compact(json!({"type": "object"})))
+            }
+            Constraint::JsonSchema(schema) => {
+                TopLevelGrammar::from_json_schema(compact(schema.clone()))
+            }
+            Constraint::ToolCall(tools) => TopLevelGrammar::from_lark(hermes_call_grammar(tools)),
+        };
+        let parser =
+            self.factory
+                .create_parser(grammar)
+                .map_err(|e| EngineError::InvalidRequest {
+                    message: format!("invalid or unsupported schema: {e}"),
+                    param: Some(match constraint {
+                        Constraint::ToolCall(_) => "tools".into(),
+                        _ => "response_format".into(),
+                    }),
+                })?;
+        Ok(GrammarState {
+            matcher: Matcher::new(Ok(parser)),
+        })
+    }
+}
+
+/// JSON without optional whitespace: a small model given free whitespace
+/// can spend its whole budget on newlines.
+fn compact(mut schema: Value) -> Value {
+    if let Value::Object(map) = &mut schema {
+        map.entry("x-guidance")
+            .or_insert_with(|| json!({"whitespace_flexible": false}));
+    }
+    schema
+}
+
+/// Lark grammar for one hermes-format call of any of `tools`.
+fn hermes_call_grammar(tools: &[ToolSpec]) -> String {
+    let calls: Vec<Value> = tools
+        .iter()
+        .map(|t| {
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"const": t.name},
+                    "arguments": t.parameters,
+                },
+                "required": ["name", "arguments"],
+                "additionalProperties": false
+            })
+        })
+        .collect();
+    let schema = compact(json!({"anyOf": calls}));
+    format!("start: \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall: %json {schema}\n")
+}
+
+/// One request's grammar position.
+pub struct GrammarState {
+    matcher: Matcher,
+}
+
+impl GrammarState {
+    /// Sets every token the grammar forbids here to -inf. Fails (with a
+    /// message for the client) if the grammar allows nothing at all.
+    pub fn apply_mask(&mut self, logits: &mut [f32]) -> std::result::Result<(), String> {
+        let mask = self
+            .matcher
+            .compute_mask_or_eos()
+            .map_err(|e| format!("grammar error: {e}"))?;
+        if mask.is_zero() {
+            return Err("the grammar constraint allows no token at this point".into());
+        }
+        // Usually few tokens are allowed: rebuild from those.
+        let mut masked = vec![f32::NEG_INFINITY; logits.len()];
+        mask.iter_set_entries(|id| {
+            if let Some(&l) = logits.get(id) {
+                masked[id] = l;
+            }
+        });
+        logits.copy_from_slice(&masked);
+        Ok(())
+    }
+
+    /// Advances past a sampled token.
+    pub fn consume(&mut self, token: u32) -> std::result::Result<(), String> {
+        self.matcher
+            .consume_token(token)
+            .map_err(|e| format!("grammar error: {e}"))
+    }
+}

@@ -1,0 +1,268 @@
+//! Structured output with llguidance on the bundled model: strict schemas
+//! hold under concurrency, over many seeds, streamed, and for forced tool
+//! calls; bad schemas are request errors; without the flag a constrained
+//! request is served unconstrained and marked downgraded.
+
+use std::sync::{Arc, Barrier};
+
+use afm_engine::grammar::GrammarMode;
+use afm_engine::{ChatRequest, Engine, EngineConfig, EngineError, EngineEvent, FinishReason};
+use serde_json::{json, Value};
+
+fn engine(grammar_constraints: bool, concurrent: usize) -> Arc<Engine> {
+    Arc::new(
+        Engine::start(
+            "smollm2",
+            EngineConfig {
+                grammar_constraints,
+                prefix_caching: true,
+                concurrent,
+                ..Default::default()
+            },
+        )
+        .expect("run scripts/setup.sh first"),
+    )
+}
+
+fn request(body: Value) -> ChatRequest {
+    serde_json::from_value(body).unwrap()
+}
+
+fn city_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "minLength": 1, "maxLength": 24},
+            "country": {"type": "string", "minLength": 1, "maxLength": 24},
+            "population_millions": {"type": "integer", "minimum": 0, "maximum": 100}
+        },
+        "required": ["city", "country", "population_millions"],
+        "additionalProperties": false
+    })
+}
+
+fn strict_format(schema: &Value) -> Value {
+    json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": true}})
+}
+
+fn assert_valid(text: &str, schema: &Value) -> Value {
+    let value: Value =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}"));
+    let validator = jsonschema::validator_for(schema).unwrap();
+    if let Err(e) = validator.validate(&value) {
+        panic!("{text} does not match the schema: {e}");
+    }
+    value
+}
+
+fn run_together(engine: &Arc<Engine>, requests: Vec<ChatRequest>) -> Vec<afm_engine::Completion> {
+    let barrier = Arc::new(Barrier::new(requests.len()));
+    let handles: Vec<_> = requests
+        .into_iter()
+        .map(|r| {
+            let (engine, barrier) = (engine.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                engine.submit(&r).unwrap().collect_blocking().unwrap()
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn sixteen_concurrent_strict_requests_sharing_a_prompt_are_all_valid() {
+    let engine = engine(true, 16);
+    let system: String = (0..30)
+        .map(|i| format!("Guideline {i}: answer with accurate facts. "))
+        .collect();
+    let cities = [
+        "Paris", "Tokyo", "Lima", "Cairo", "Oslo", "Rome", "Madrid", "Berlin", "Dublin", "Vienna",
+        "Athens", "Lisbon", "Prague", "Warsaw", "Seoul", "Nairobi",
+    ];
+    let schema = city_schema();
+    let requests = cities
+        .iter()
+        .map(|c| {
+            request(json!({
+                "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": format!("Give facts about {c} as JSON.")}
+                ],
+                "response_format": strict_format(&schema),
+                "max_tokens": 80,
+                "temperature": 0
+            }))
+        })
+        .collect();
+    let out = run_together(&engine, requests);
+    for c in &out {
+        assert!(!c.text.is_empty(), "empty reply");
+        assert_eq!(c.finish_reason, Some(FinishReason::Stop), "{c:?}");
+        assert_valid(&c.text, &schema);
+    }
+    assert!(out.iter().filter(|c| c.usage.cached_tokens > 0).count() >= 15);
+}
+
+#[test]
+fn a_complex_schema_holds_over_twenty_seeds_and_when_streamed() {
+    let engine = engine(true, 20);
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 20},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "minItems": 1, "maxItems": 3},
+            "address": {
+                "type": "object",
+                "properties": {
+                    "street": {"type": "string", "maxLength": 24},
+                    "zip": {"type": "string", "pattern": "^[0-9]{5}$"}
+                },
+                "required": ["street", "zip"],
+                "additionalProperties": false
+            },
+            "role": {"enum": ["admin", "user", "guest"]},
+            "manager": {"anyOf": [{"type": "string", "maxLength": 20}, {"type": "null"}]}
+        },
+        "required": ["name", "age", "tags", "address", "role", "manager"],
+        "additionalProperties": false
+    });
+    let body = |seed: u64| {
+        json!({
+            "messages": [{"role": "user", "content": "Invent a person record as JSON."}],
+            "response_format": strict_format(&schema),
+            "max_tokens": 160,
+            "temperature": 1.0,
+            "seed": seed
+        })
+    };
+    let out = run_together(&engine, (0..20).map(|s| request(body(s))).collect());
+    let mut distinct = std::collections::BTreeSet::new();
+    for c in &out {
+        assert_eq!(c.finish_reason, Some(FinishReason::Stop), "{c:?}");
+        assert_valid(&c.text, &schema);
+        distinct.insert(c.text.clone());
+    }
+    assert!(distinct.len() > 10, "seeds should give different records");
+
+    let mut stream = engine.submit(&request(body(99))).unwrap();
+    assert_eq!(stream.grammar, GrammarMode::Enforced);
+    let mut text = String::new();
+    let mut deltas = 0;
+    while let Some(e) = stream.next_blocking() {
+        match e {
+            EngineEvent::Delta { text: t, .. } => {
+                text.push_str(&t);
+                deltas += 1;
+            }
+            EngineEvent::Finished { .. } => break,
+            EngineEvent::Failed(m) => panic!("{m}"),
+            EngineEvent::Started { .. } => {}
+        }
+    }
+    assert!(deltas > 5, "streamed in pieces");
+    assert_valid(&text, &schema);
+}
+
+#[test]
+fn a_forced_strict_tool_call_has_valid_arguments() {
+    let engine = engine(true, 4);
+    let params = json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 30},
+            "days": {"type": "integer", "minimum": 1, "maximum": 14},
+            "unit": {"enum": ["celsius", "fahrenheit"]}
+        },
+        "required": ["city", "days", "unit"],
+        "additionalProperties": false
+    });
+    let tools = json!([
+        {"type": "function", "function": {"name": "get_forecast", "strict": true, "parameters": params}},
+        {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+    ]);
+    for choice in [
+        json!("required"),
+        json!({"type": "function", "function": {"name": "get_forecast"}}),
+    ] {
+        let c = engine
+            .submit(&request(json!({
+                "messages": [{"role": "user", "content": "What will the weather be in Oslo for the next 3 days?"}],
+                "tools": tools,
+                "tool_choice": choice,
+                "max_tokens": 100,
+                "temperature": 0
+            })))
+            .unwrap()
+            .collect_blocking()
+            .unwrap();
+        let inner = c
+            .text
+            .strip_prefix("<tool_call>\n")
+            .and_then(|t| t.strip_suffix("\n</tool_call>"))
+            .unwrap_or_else(|| panic!("not a hermes call: {:?}", c.text));
+        let call: Value = serde_json::from_str(inner).unwrap();
+        if choice.is_object() {
+            assert_eq!(call["name"], "get_forecast");
+        }
+        if call["name"] == "get_forecast" {
+            assert_valid(&call["arguments"].to_string(), &params);
+        }
+    }
+}
+
+#[test]
+fn limits_errors_and_downgrade() {
+    let engine = engine(true, 4);
+    let schema = city_schema();
+    // max_tokens reached mid-JSON: finish_reason length.
+    let c = engine
+        .submit(&request(json!({
+            "messages": [{"role": "user", "content": "Facts about Paris as JSON."}],
+            "response_format": strict_format(&schema),
+            "max_tokens": 5
+        })))
+        .unwrap()
+        .collect_blocking()
+        .unwrap();
+    assert_eq!(c.finish_reason, Some(FinishReason::Length));
+    assert!(c.text.starts_with('{'), "{c:?}");
+
+    // An unconstrained request in the same engine is unaffected.
+    let plain = engine
+        .submit(&request(json!({
+            "messages": [{"role": "user", "content": "What is the capital of France?"}],
+            "max_tokens": 20, "temperature": 0
+        })))
+        .unwrap();
+    assert_eq!(plain.grammar, GrammarMode::None);
+    assert!(plain.collect_blocking().unwrap().text.contains("Paris"));
+
+    // An invalid schema is a request error naming the field.
+    let bad = request(json!({
+        "messages": [{"role": "user", "content": "x"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "no-such-type"}}}}}
+    }));
+    match engine.submit(&bad) {
+        Err(EngineError::InvalidRequest { param, message }) => {
+            assert_eq!(param.as_deref(), Some("response_format"), "{message}");
+        }
+        other => panic!(
+            "expected a request error, got {:?}",
+            other.map(|s| s.grammar)
+        ),
+    }
+
+    // Without the flag the same strict request is served, marked downgraded.
+    let off = self::engine(false, 2);
+    let s = off
+        .submit(&request(json!({
+            "messages": [{"role": "user", "content": "Facts about Paris as JSON."}],
+            "response_format": strict_format(&schema),
+            "max_tokens": 8
+        })))
+        .unwrap();
+    assert_eq!(s.grammar, GrammarMode::Downgraded);
+    assert!(s.collect_blocking().is_ok());
+}
