@@ -84,8 +84,9 @@ pub enum EngineEvent {
         finish_reason: FinishReason,
         usage: Usage,
     },
-    /// The request could not be completed (the message says why).
-    Failed(String),
+    /// The request could not be completed. `client_error`: the request
+    /// itself is at fault (e.g. its grammar allows no token), not the engine.
+    Failed { message: String, client_error: bool },
 }
 
 /// One generated token's logprob and the best alternatives.
@@ -113,6 +114,9 @@ pub struct Usage {
     pub cached_tokens: usize,
 }
 
+/// Upper bounds of the batch-size histogram.
+pub const BATCH_SIZE_BUCKETS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+
 /// Counters over the engine's life (exported as metrics by the server).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct EngineStats {
@@ -130,6 +134,10 @@ pub struct EngineStats {
     pub steps: u64,
     /// Sum of sequences per step (mean batch = this / steps).
     pub batched_sequences: u64,
+    /// Steps by batch size: `[i]` counts steps with at most
+    /// `BATCH_SIZE_BUCKETS[i]` sequences (and more than the previous bound);
+    /// the last slot counts larger batches.
+    pub batch_size_steps: [u64; BATCH_SIZE_BUCKETS.len() + 1],
     pub running: usize,
     pub waiting: usize,
 }
@@ -256,8 +264,22 @@ impl Engine {
     /// Validates and queues a request; its events arrive on the stream.
     /// Dropping the stream cancels the request at the next step.
     pub fn submit(&self, request: &ChatRequest) -> Result<RequestStream> {
-        let settings = request.settings(&self.text.limits)?;
         let prompt = self.prompt_tokens(request)?;
+        self.submit_tokens(prompt, request)
+    }
+
+    /// Like [`Engine::submit`] for a plain-text prompt (no chat template;
+    /// the request's messages are ignored).
+    pub fn submit_prompt(&self, prompt: &str, request: &ChatRequest) -> Result<RequestStream> {
+        let prompt = self.text.tokenizer.encode(prompt)?;
+        if prompt.is_empty() {
+            return Err(EngineError::invalid_param("prompt", "must not be empty"));
+        }
+        self.submit_tokens(prompt, request)
+    }
+
+    fn submit_tokens(&self, prompt: Vec<u32>, request: &ChatRequest) -> Result<RequestStream> {
+        let settings = request.settings(&self.text.limits)?;
         let context = self.text.limits.context_length;
         if prompt.len() >= context {
             return Err(EngineError::InvalidRequest {
@@ -366,7 +388,9 @@ impl RequestStream {
                     c.usage = usage;
                     return Ok(c);
                 }
-                EngineEvent::Failed(msg) => return Err(EngineError::EngineStopped(msg)),
+                EngineEvent::Failed { message, .. } => {
+                    return Err(EngineError::EngineStopped(message))
+                }
             }
         }
         Err(EngineError::EngineStopped(

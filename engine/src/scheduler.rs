@@ -19,6 +19,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::engine::{
     EngineConfig, EngineEvent, EngineStats, ModelText, TokenLogprob, TopLogprob, Usage,
+    BATCH_SIZE_BUCKETS,
 };
 use crate::error::Result;
 use crate::generate::FinishReason;
@@ -330,6 +331,11 @@ impl Scheduler {
             let mut st = self.stats.lock().expect("stats");
             st.steps += 1;
             st.batched_sequences += plan.len() as u64;
+            let bucket = BATCH_SIZE_BUCKETS
+                .iter()
+                .position(|&b| plan.len() <= b)
+                .unwrap_or(BATCH_SIZE_BUCKETS.len());
+            st.batch_size_steps[bucket] += 1;
             st.prefill_computed_tokens += prefill_tokens as u64;
         }
 
@@ -452,7 +458,10 @@ impl Scheduler {
     /// Ends sequence `i` with an error the client sees.
     fn fail(&mut self, i: usize, message: String) -> Result<()> {
         let s = &mut self.running[i];
-        let _ = s.events.send(EngineEvent::Failed(message));
+        let _ = s.events.send(EngineEvent::Failed {
+            message,
+            client_error: true,
+        });
         s.finished = true;
         self.stats.lock().expect("stats").requests_failed += 1;
         Ok(())
@@ -461,7 +470,10 @@ impl Scheduler {
     fn fail_all(&mut self, message: &str) {
         let n = self.running.len();
         for s in self.running.drain(..) {
-            let _ = s.events.send(EngineEvent::Failed(message.to_string()));
+            let _ = s.events.send(EngineEvent::Failed {
+                message: message.to_string(),
+                client_error: false,
+            });
         }
         self.stats.lock().expect("stats").requests_failed += n as u64;
     }

@@ -157,7 +157,7 @@ fn a_complex_schema_holds_over_twenty_seeds_and_when_streamed() {
                 deltas += 1;
             }
             EngineEvent::Finished { .. } => break,
-            EngineEvent::Failed(m) => panic!("{m}"),
+            EngineEvent::Failed { message, .. } => panic!("{message}"),
             EngineEvent::Started { .. } => {}
         }
     }

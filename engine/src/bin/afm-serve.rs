@@ -1,18 +1,75 @@
-//! `afm-serve`: the engine's command line. For now it has `generate`, which
-//! renders the model's chat template for one user message and prints the reply.
+//! `afm-serve`: the engine's command line. Without a subcommand it serves
+//! the OpenAI API over HTTP; `generate` answers one message and exits.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use afm_engine::chat_template::TemplateInput;
-use afm_engine::{generate, GenerationParams, LoadedModel, SamplingParams};
+use std::sync::Arc;
+
+use afm_engine::http_server::{self, ServerConfig};
+use afm_engine::openai_api::ApiContext;
+use afm_engine::{generate, Engine, EngineConfig, GenerationParams, LoadedModel, SamplingParams};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "afm-serve", version, about = "afm's MLX inference engine")]
+#[command(
+    name = "afm-serve",
+    version,
+    about = "afm's MLX inference engine and OpenAI-compatible server"
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+/// Server flags (used when no subcommand is given).
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Model: the alias `smollm2`, a .gguf file, an MLX/HF folder, or an
+    /// HF repo id present in the local HF cache.
+    #[arg(long, default_value = "smollm2")]
+    model: String,
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    #[arg(long, default_value_t = 9999)]
+    port: u16,
+    /// Bearer key required on /v1/* (mandatory on a non-loopback address).
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Sequences decoded together at most.
+    #[arg(long, default_value_t = 8)]
+    concurrent: usize,
+    #[arg(long)]
+    enable_prefix_caching: bool,
+    /// Memory budget of the prefix cache, in MiB.
+    #[arg(long, default_value_t = 1024)]
+    prefix_cache_mb: usize,
+    #[arg(long)]
+    enable_grammar_constraints: bool,
+    /// Tool-call format: auto (from the chat template) or a parser name.
+    #[arg(long, default_value = "auto")]
+    tool_call_parser: String,
+    /// Largest top_logprobs a request may ask for.
+    #[arg(long, default_value_t = 20)]
+    max_logprobs: usize,
+    /// Default reasoning budget in tokens for thinking models.
+    #[arg(long)]
+    thinking_budget: Option<usize>,
+    /// Batch-invariant decoding: same output whatever the batch.
+    #[arg(long)]
+    deterministic: bool,
+    /// max_tokens of requests that give none.
+    #[arg(long, default_value_t = 512)]
+    max_tokens: usize,
+    /// error, warn, info, debug or trace.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+    /// Largest request body accepted, in MiB (larger: 413).
+    #[arg(long, default_value_t = 4)]
+    max_body_mb: usize,
 }
 
 #[derive(Subcommand)]
@@ -65,7 +122,8 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Generate {
+        None => serve(cli.serve),
+        Some(Command::Generate {
             model,
             prompt,
             system,
@@ -74,7 +132,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             top_p,
             seed,
             verbose,
-        } => {
+        }) => {
             anyhow::ensure!(temperature >= 0.0, "--temperature must be >= 0");
             anyhow::ensure!(top_p > 0.0 && top_p <= 1.0, "--top-p must be in (0, 1]");
             let loaded = LoadedModel::load(&model)?;
@@ -124,4 +182,64 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let level: tracing::Level = args
+        .log_level
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--log-level: unknown level '{}'", args.log_level))?;
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .init();
+    let loopback = args
+        .host
+        .parse::<std::net::IpAddr>()
+        .map(|ip| ip.is_loopback())
+        .unwrap_or(args.host == "localhost");
+    anyhow::ensure!(
+        loopback || args.api_key.is_some(),
+        "--api-key is required when binding the non-loopback address {}",
+        args.host
+    );
+    anyhow::ensure!(args.concurrent >= 1, "--concurrent must be at least 1");
+    anyhow::ensure!(
+        args.tool_call_parser == "auto" || args.tool_call_parser == "hermes",
+        "--tool-call-parser: unknown parser '{}'",
+        args.tool_call_parser
+    );
+    if args.thinking_budget.is_some() {
+        tracing::warn!("--thinking-budget has no effect yet: reasoning parsing is not wired in");
+    }
+    let config = EngineConfig {
+        concurrent: args.concurrent,
+        prefix_caching: args.enable_prefix_caching,
+        prefix_cache_bytes: args.prefix_cache_mb << 20,
+        max_logprobs: args.max_logprobs,
+        default_max_tokens: args.max_tokens,
+        grammar_constraints: args.enable_grammar_constraints,
+        deterministic: args.deterministic,
+        ..Default::default()
+    };
+    let engine = Engine::start(&args.model, config)?;
+    let api = Arc::new(ApiContext::new(engine, &args.model));
+    let server = ServerConfig {
+        host: args.host,
+        port: args.port,
+        api_key: args.api_key,
+        max_body_bytes: args.max_body_mb << 20,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(http_server::serve(
+        api.clone(),
+        server,
+        http_server::shutdown_signal(),
+    ))?;
+    // In-flight requests are done; dropping the engine stops its thread.
+    drop(api);
+    Ok(())
 }

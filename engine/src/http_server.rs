@@ -1,0 +1,243 @@
+//! afm-serve's HTTP front: axum routes over [`crate::openai_api`].
+//!
+//! Everything protocol-specific (validation, response and chunk shapes)
+//! lives in `openai_api`; this module only maps it to HTTP: status codes,
+//! SSE framing (`data: <chunk>` ... `data: [DONE]`), CORS, body limits, the
+//! optional bearer key, and graceful shutdown.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream;
+use tower_http::cors::CorsLayer;
+
+use crate::grammar::GrammarMode;
+use crate::metrics::{self, RejectedRequests};
+use crate::openai_api::{ApiContext, ApiError, ApiResponse};
+
+/// Header telling clients whether a requested constraint was enforced.
+pub const GRAMMAR_HEADER: &str = "x-grammar-constraints";
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub host: String,
+    pub port: u16,
+    /// Required as `Authorization: Bearer <key>` on `/v1/*` when set.
+    pub api_key: Option<String>,
+    /// Larger request bodies get 413.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            host: "127.0.0.1".into(),
+            port: 9999,
+            api_key: None,
+            max_body_bytes: 4 << 20,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    api: Arc<ApiContext>,
+    rejected: Arc<AtomicU64>,
+    api_key: Option<Arc<str>>,
+}
+
+/// Binds and serves until `shutdown` resolves; in-flight requests (streams
+/// included) are allowed to finish before it returns.
+pub async fn serve(
+    api: Arc<ApiContext>,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind((config.host.as_str(), config.port)).await?;
+    tracing::info!(
+        "serving {} on http://{}",
+        api.model_ids[0],
+        listener.local_addr()?
+    );
+    axum::serve(listener, router(api, &config))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The application's routes (also usable without a socket, in tests).
+pub fn router(api: Arc<ApiContext>, config: &ServerConfig) -> Router {
+    let state = AppState {
+        api,
+        rejected: Arc::new(AtomicU64::new(0)),
+        api_key: config.api_key.as_deref().map(Arc::from),
+    };
+    Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics_text))
+        .route("/v1/models", get(models))
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), require_key))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(CorsLayer::permissive())
+        .with_state(state)
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+async fn metrics_text(State(state): State<AppState>) -> Response {
+    let rejected = RejectedRequests {
+        client_errors: state.rejected.load(Ordering::Relaxed),
+    };
+    let body = metrics::render(&state.api.engine.stats(), rejected);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+async fn models(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json(state.api.models())
+}
+
+async fn not_found(State(state): State<AppState>, request: Request) -> Response {
+    let e = ApiError::new(
+        404,
+        "invalid_request_error",
+        format!("no route for {} {}", request.method(), request.uri().path()),
+    );
+    error_response(&state, e)
+}
+
+async fn chat_completions(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(rejection) => return body_error(&state, rejection),
+    };
+    let result = state.api.chat_completions(&body).await;
+    respond(&state, result)
+}
+
+async fn completions(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(rejection) => return body_error(&state, rejection),
+    };
+    let result = state.api.completions(&body).await;
+    respond(&state, result)
+}
+
+fn body_error(state: &AppState, rejection: BytesRejection) -> Response {
+    let status = rejection.status();
+    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        "request body too large".to_string()
+    } else {
+        rejection.body_text()
+    };
+    error_response(
+        state,
+        ApiError::new(status.as_u16(), "invalid_request_error", message),
+    )
+}
+
+fn respond(state: &AppState, result: Result<ApiResponse, ApiError>) -> Response {
+    match result {
+        Err(e) => error_response(state, e),
+        Ok(ApiResponse::Complete { body, grammar }) => {
+            with_grammar(Json(body).into_response(), grammar)
+        }
+        Ok(ApiResponse::Stream { chunks, grammar }) => {
+            let events = stream::unfold(Some(chunks), |chunks| async move {
+                let mut chunks = chunks?;
+                match chunks.next().await {
+                    Some(chunk) => Some((
+                        Ok::<_, Infallible>(Event::default().data(chunk.to_string())),
+                        Some(chunks),
+                    )),
+                    None => Some((Ok(Event::default().data("[DONE]")), None)),
+                }
+            });
+            with_grammar(Sse::new(events).into_response(), grammar)
+        }
+    }
+}
+
+fn with_grammar(mut response: Response, grammar: GrammarMode) -> Response {
+    if grammar != GrammarMode::None {
+        response
+            .headers_mut()
+            .insert(GRAMMAR_HEADER, HeaderValue::from_static(grammar.as_str()));
+    }
+    response
+}
+
+fn error_response(state: &AppState, e: ApiError) -> Response {
+    if (400..500).contains(&e.status) {
+        state.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, Json(e.body())).into_response()
+}
+
+/// Checks the bearer key on `/v1/*` when one is configured.
+async fn require_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Some(key) = &state.api_key {
+        if request.uri().path().starts_with("/v1/")
+            && request.method() != axum::http::Method::OPTIONS
+        {
+            let given = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            if given != Some(key.as_ref()) {
+                let e = ApiError {
+                    code: Some("invalid_api_key".into()),
+                    ..ApiError::new(401, "authentication_error", "invalid or missing API key")
+                };
+                return error_response(&state, e);
+            }
+        }
+    }
+    next.run(request).await
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}

@@ -1,0 +1,119 @@
+//! `GET /metrics`: engine and server counters in Prometheus text format.
+
+use std::fmt::Write;
+
+use crate::engine::{EngineStats, BATCH_SIZE_BUCKETS};
+
+/// Requests the server answered without reaching the engine.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RejectedRequests {
+    /// 4xx answers (bad input, unknown model, auth, size).
+    pub client_errors: u64,
+}
+
+pub fn render(stats: &EngineStats, rejected: RejectedRequests) -> String {
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, u64)]| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    metric(
+        "afm_requests_total",
+        "counter",
+        "Requests by outcome.",
+        &[
+            ("{outcome=\"finished\"}", stats.requests_finished),
+            ("{outcome=\"cancelled\"}", stats.requests_cancelled),
+            ("{outcome=\"failed\"}", stats.requests_failed),
+            ("{outcome=\"rejected\"}", rejected.client_errors),
+        ],
+    );
+    let counters = [
+        (
+            "afm_prompt_tokens_total",
+            "Prompt tokens of started requests.",
+            stats.prompt_tokens,
+        ),
+        (
+            "afm_completion_tokens_total",
+            "Tokens generated.",
+            stats.completion_tokens,
+        ),
+        (
+            "afm_cached_tokens_total",
+            "Prompt tokens served from the prefix cache.",
+            stats.cached_tokens,
+        ),
+        (
+            "afm_prefill_computed_tokens_total",
+            "Prompt tokens run through the model.",
+            stats.prefill_computed_tokens,
+        ),
+        (
+            "afm_prefix_cache_hits_total",
+            "Requests that reused a cached prefix.",
+            stats.cache_hits,
+        ),
+        (
+            "afm_prefix_cache_misses_total",
+            "Requests that found no cached prefix.",
+            stats.cache_misses,
+        ),
+    ];
+    for (name, help, value) in counters {
+        metric(name, "counter", help, &[("", value)]);
+    }
+    metric(
+        "afm_running_sequences",
+        "gauge",
+        "Sequences being decoded.",
+        &[("", stats.running as u64)],
+    );
+    metric(
+        "afm_waiting_sequences",
+        "gauge",
+        "Requests waiting for a slot.",
+        &[("", stats.waiting as u64)],
+    );
+
+    let _ = writeln!(out, "# HELP afm_batch_size Sequences per forward pass.");
+    let _ = writeln!(out, "# TYPE afm_batch_size histogram");
+    let mut cumulative = 0;
+    for (bound, count) in BATCH_SIZE_BUCKETS.iter().zip(&stats.batch_size_steps) {
+        cumulative += count;
+        let _ = writeln!(out, "afm_batch_size_bucket{{le=\"{bound}\"}} {cumulative}");
+    }
+    cumulative += stats.batch_size_steps[BATCH_SIZE_BUCKETS.len()];
+    let _ = writeln!(out, "afm_batch_size_bucket{{le=\"+Inf\"}} {cumulative}");
+    let _ = writeln!(out, "afm_batch_size_sum {}", stats.batched_sequences);
+    let _ = writeln!(out, "afm_batch_size_count {}", stats.steps);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let mut stats = EngineStats {
+            steps: 3,
+            batched_sequences: 1 + 3 + 100,
+            requests_finished: 2,
+            ..Default::default()
+        };
+        stats.batch_size_steps[0] = 1; // 1
+        stats.batch_size_steps[2] = 1; // 3 -> le 4
+        stats.batch_size_steps[7] = 1; // 100 -> +Inf only
+        let text = render(&stats, RejectedRequests { client_errors: 4 });
+        assert!(text.contains("afm_batch_size_bucket{le=\"1\"} 1\n"));
+        assert!(text.contains("afm_batch_size_bucket{le=\"4\"} 2\n"));
+        assert!(text.contains("afm_batch_size_bucket{le=\"64\"} 2\n"));
+        assert!(text.contains("afm_batch_size_bucket{le=\"+Inf\"} 3\n"));
+        assert!(text.contains("afm_requests_total{outcome=\"rejected\"} 4\n"));
+        assert!(text.contains("afm_requests_total{outcome=\"finished\"} 2\n"));
+    }
+}

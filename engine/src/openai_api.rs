@@ -1,0 +1,436 @@
+//! The OpenAI wire protocol over the engine, independent of any transport:
+//! request bytes in; a JSON body, or a stream of chunk JSON objects, out.
+//!
+//! The HTTP server wraps these functions, and the harness's in-process
+//! target calls them directly, so both see the same bytes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use crate::engine::{Engine, EngineEvent, RequestStream, TokenLogprob, Usage};
+use crate::error::EngineError;
+use crate::grammar::GrammarMode;
+use crate::request::ChatRequest;
+
+/// What a client sees on failure: an HTTP status and an OpenAI error body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub kind: &'static str,
+    pub message: String,
+    pub param: Option<String>,
+    pub code: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+            param: None,
+            code: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>, param: Option<String>) -> Self {
+        ApiError {
+            param,
+            ..ApiError::new(400, "invalid_request_error", message)
+        }
+    }
+
+    /// `{"error": {"message", "type", "param", "code"}}`.
+    pub fn body(&self) -> Value {
+        json!({"error": {
+            "message": self.message,
+            "type": self.kind,
+            "param": self.param,
+            "code": self.code,
+        }})
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::InvalidRequest { message, param } => ApiError::bad_request(message, param),
+            EngineError::Template(m) => {
+                ApiError::bad_request(format!("chat template: {m}"), Some("messages".into()))
+            }
+            other => ApiError::new(500, "server_error", other.to_string()),
+        }
+    }
+}
+
+/// The served model and the names clients may use for it.
+pub struct ApiContext {
+    pub engine: Engine,
+    /// Accepted values of a request's `model` (the first is reported).
+    pub model_ids: Vec<String>,
+    pub fingerprint: String,
+}
+
+impl ApiContext {
+    pub fn new(engine: Engine, requested_as: &str) -> Self {
+        let mut model_ids = vec![requested_as.to_string()];
+        if engine.model_name() != requested_as {
+            model_ids.push(engine.model_name().to_string());
+        }
+        let fingerprint = format!("fp_afm_{}", env!("CARGO_PKG_VERSION").replace('.', "_"));
+        ApiContext {
+            engine,
+            model_ids,
+            fingerprint,
+        }
+    }
+
+    /// `GET /v1/models`.
+    pub fn models(&self) -> Value {
+        json!({"object": "list", "data": [{
+            "id": self.model_ids[0],
+            "object": "model",
+            "created": unix_now(),
+            "owned_by": "afm",
+        }]})
+    }
+
+    fn check_model(&self, request: &ChatRequest) -> Result<(), ApiError> {
+        match &request.model {
+            Some(m) if !m.is_empty() && !self.model_ids.contains(m) => Err(ApiError {
+                code: Some("model_not_found".into()),
+                param: Some("model".into()),
+                ..ApiError::new(
+                    404,
+                    "invalid_request_error",
+                    format!(
+                        "the model '{m}' does not exist (this server has '{}')",
+                        self.model_ids[0]
+                    ),
+                )
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// `POST /v1/chat/completions`.
+    pub async fn chat_completions(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
+        let request = parse_body(body)?;
+        self.check_model(&request)?;
+        let stream = self.engine.submit(&request)?;
+        self.respond(request, stream, Kind::Chat).await
+    }
+
+    /// `POST /v1/completions`: a plain-text prompt, no chat template.
+    pub async fn completions(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}"), None))?;
+        let prompt = match value.get("prompt") {
+            Some(Value::String(p)) => p.clone(),
+            Some(Value::Array(parts)) if parts.len() == 1 && parts[0].is_string() => {
+                parts[0].as_str().unwrap_or_default().to_string()
+            }
+            _ => {
+                return Err(ApiError::bad_request(
+                    "prompt: a string is required",
+                    Some("prompt".into()),
+                ))
+            }
+        };
+        let mut value = value;
+        if let Value::Object(map) = &mut value {
+            map.remove("prompt");
+            map.insert("messages".into(), json!([{"role": "user", "content": ""}]));
+        }
+        let request: ChatRequest = serde_json::from_value(value)
+            .map_err(|e| ApiError::bad_request(format!("invalid request: {e}"), None))?;
+        self.check_model(&request)?;
+        let stream = self.engine.submit_prompt(&prompt, &request)?;
+        self.respond(request, stream, Kind::Text).await
+    }
+
+    async fn respond(
+        &self,
+        request: ChatRequest,
+        stream: RequestStream,
+        kind: Kind,
+    ) -> Result<ApiResponse, ApiError> {
+        let grammar = stream.grammar;
+        let chunks = ChunkStream {
+            stream,
+            kind,
+            id: new_id(kind),
+            created: unix_now(),
+            model: self.model_ids[0].clone(),
+            fingerprint: self.fingerprint.clone(),
+            include_usage: request
+                .stream_options
+                .as_ref()
+                .is_some_and(|o| o.include_usage),
+            logprobs: request.logprobs,
+            sent_role: false,
+            done: false,
+            pending_finish: None,
+        };
+        if request.stream {
+            Ok(ApiResponse::Stream { chunks, grammar })
+        } else {
+            Ok(ApiResponse::Complete {
+                body: chunks.collect().await?,
+                grammar,
+            })
+        }
+    }
+}
+
+/// A successful response: a whole body, or SSE chunks.
+pub enum ApiResponse {
+    Complete {
+        body: Value,
+        grammar: GrammarMode,
+    },
+    Stream {
+        chunks: ChunkStream,
+        grammar: GrammarMode,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Chat,
+    Text,
+}
+
+fn parse_body(body: &[u8]) -> Result<ChatRequest, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}"), None))?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the body must be a JSON object",
+            None,
+        ));
+    }
+    if value.get("messages").is_none() {
+        return Err(ApiError::bad_request(
+            "messages: this field is required",
+            Some("messages".into()),
+        ));
+    }
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::bad_request(format!("invalid request: {e}"), None))
+}
+
+fn failure(message: String, client_error: bool) -> ApiError {
+    if client_error {
+        ApiError::bad_request(message, None)
+    } else {
+        ApiError::new(500, "server_error", message)
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn new_id(kind: Kind) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let prefix = match kind {
+        Kind::Chat => "chatcmpl",
+        Kind::Text => "cmpl",
+    };
+    format!("{prefix}-{nanos:x}{n:04x}")
+}
+
+fn usage_json(u: &Usage) -> Value {
+    json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+    })
+}
+
+fn logprobs_json(items: &[TokenLogprob]) -> Value {
+    json!({"content": items})
+}
+
+/// A request's output as OpenAI stream chunks (`chat.completion.chunk` or
+/// `text_completion`), one per engine event; also folds into a whole body.
+pub struct ChunkStream {
+    stream: RequestStream,
+    kind: Kind,
+    id: String,
+    created: u64,
+    model: String,
+    fingerprint: String,
+    include_usage: bool,
+    logprobs: bool,
+    sent_role: bool,
+    done: bool,
+    /// Usage still to send as its own chunk after the finish chunk.
+    pending_finish: Option<Usage>,
+}
+
+impl ChunkStream {
+    /// The next chunk; `None` after the last one (then a transport sends
+    /// its end marker, `data: [DONE]` for SSE). An engine failure becomes
+    /// an `{"error": ...}` chunk.
+    pub async fn next(&mut self) -> Option<Value> {
+        if let Some(usage) = self.pending_finish.take() {
+            return Some(self.chunk(Vec::new(), Some(usage)));
+        }
+        if self.done {
+            return None;
+        }
+        if self.kind == Kind::Chat && !self.sent_role {
+            self.sent_role = true;
+            return Some(self.choice_chunk(
+                json!({"role": "assistant", "content": ""}),
+                None,
+                None,
+            ));
+        }
+        loop {
+            match self.stream.next().await {
+                Some(EngineEvent::Started { .. }) => continue,
+                Some(EngineEvent::Delta { text, logprobs }) => {
+                    if text.is_empty() && logprobs.is_empty() {
+                        continue;
+                    }
+                    let lp = self.logprobs.then(|| logprobs_json(&logprobs));
+                    return Some(self.text_chunk(text, lp, None));
+                }
+                Some(EngineEvent::Finished {
+                    finish_reason,
+                    usage,
+                }) => {
+                    self.done = true;
+                    if self.include_usage {
+                        self.pending_finish = Some(usage);
+                    }
+                    return Some(self.text_chunk(
+                        String::new(),
+                        None,
+                        Some(finish_reason.as_str()),
+                    ));
+                }
+                Some(EngineEvent::Failed {
+                    message,
+                    client_error,
+                }) => {
+                    self.done = true;
+                    return Some(failure(message, client_error).body());
+                }
+                None => {
+                    self.done = true;
+                    return Some(ApiError::new(500, "server_error", "the engine stopped").body());
+                }
+            }
+        }
+    }
+
+    fn text_chunk(&self, text: String, logprobs: Option<Value>, finish: Option<&str>) -> Value {
+        match self.kind {
+            Kind::Chat => {
+                let delta = if finish.is_some() && text.is_empty() { json!({}) } else { json!({"content": text}) };
+                self.choice_chunk(delta, logprobs, finish)
+            }
+            Kind::Text => self.chunk(
+                vec![json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish})],
+                None,
+            ),
+        }
+    }
+
+    fn choice_chunk(&self, delta: Value, logprobs: Option<Value>, finish: Option<&str>) -> Value {
+        self.chunk(
+            vec![
+                json!({"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}),
+            ],
+            None,
+        )
+    }
+
+    fn chunk(&self, choices: Vec<Value>, usage: Option<Usage>) -> Value {
+        let object = match self.kind {
+            Kind::Chat => "chat.completion.chunk",
+            Kind::Text => "text_completion",
+        };
+        let mut c = json!({
+            "id": self.id,
+            "object": object,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": self.fingerprint,
+            "choices": choices,
+        });
+        if let Some(u) = usage {
+            c["usage"] = usage_json(&u);
+        }
+        c
+    }
+
+    /// Folds the whole output into one response body.
+    async fn collect(mut self) -> Result<Value, ApiError> {
+        let mut text = String::new();
+        let mut logprobs = Vec::new();
+        loop {
+            match self.stream.next().await {
+                Some(EngineEvent::Started { .. }) => {}
+                Some(EngineEvent::Delta {
+                    text: t,
+                    logprobs: lp,
+                }) => {
+                    text.push_str(&t);
+                    logprobs.extend(lp);
+                }
+                Some(EngineEvent::Finished {
+                    finish_reason,
+                    usage,
+                }) => {
+                    let lp = self.logprobs.then(|| logprobs_json(&logprobs));
+                    let choice = match self.kind {
+                        Kind::Chat => json!({
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "logprobs": lp,
+                            "finish_reason": finish_reason.as_str(),
+                        }),
+                        Kind::Text => json!({
+                            "index": 0,
+                            "text": text,
+                            "logprobs": lp,
+                            "finish_reason": finish_reason.as_str(),
+                        }),
+                    };
+                    let object = match self.kind {
+                        Kind::Chat => "chat.completion",
+                        Kind::Text => "text_completion",
+                    };
+                    return Ok(json!({
+                        "id": self.id,
+                        "object": object,
+                        "created": self.created,
+                        "model": self.model,
+                        "system_fingerprint": self.fingerprint,
+                        "choices": [choice],
+                        "usage": usage_json(&usage),
+                    }));
+                }
+                Some(EngineEvent::Failed {
+                    message,
+                    client_error,
+                }) => return Err(failure(message, client_error)),
+                None => return Err(ApiError::new(500, "server_error", "the engine stopped")),
+            }
+        }
+    }
+}
