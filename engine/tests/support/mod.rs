@@ -1,4 +1,6 @@
-//! Starts `afm-serve` on a free loopback port for HTTP tests.
+//! Starts `afm-serve` on a free loopback port for HTTP tests. (Each test
+//! binary uses a different subset of these helpers.)
+#![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};

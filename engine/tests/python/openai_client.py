@@ -1,0 +1,126 @@
+"""The official `openai` Python client against a running afm-serve.
+
+Usage: python openai_client.py BASE_URL
+Exits non-zero (with the failing assertion) if any check fails.
+"""
+
+import json
+import sys
+
+from openai import BadRequestError, OpenAI
+
+client = OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused")
+MODEL = client.models.list().data[0].id
+ASK = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def chat():
+    r = client.chat.completions.create(model=MODEL, messages=ASK, temperature=0, max_tokens=20)
+    choice = r.choices[0]
+    assert "Paris" in choice.message.content, choice.message.content
+    assert choice.finish_reason == "stop", choice.finish_reason
+    assert choice.message.role == "assistant"
+    assert r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    assert r.system_fingerprint
+    return choice.message.content
+
+
+def streaming(expected):
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL,
+            messages=ASK,
+            temperature=0,
+            max_tokens=20,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert len({c.id for c in chunks}) == 1, "one id for all chunks"
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == expected, (text, expected)
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["stop"], finishes
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+def json_schema():
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 20},
+            "country": {"type": "string", "maxLength": 20},
+        },
+        "required": ["city", "country"],
+        "additionalProperties": False,
+    }
+    r = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Name a city and its country as JSON."}],
+        max_tokens=60,
+        temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "place", "schema": schema, "strict": True}},
+    )
+    value = json.loads(r.choices[0].message.content)
+    assert set(value) == {"city", "country"}, value
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Give me a JSON object with your name."}],
+        max_tokens=60,
+        temperature=0,
+        response_format={"type": "json_object"},
+    )
+    assert raw.headers.get("x-grammar-constraints") == "enforced", dict(raw.headers)
+    choice = raw.parse().choices[0]
+    if choice.finish_reason == "stop":
+        assert isinstance(json.loads(choice.message.content), dict), choice.message.content
+    else:
+        # Out of tokens mid-object: reported as length, never as a stop.
+        assert choice.finish_reason == "length" and choice.message.content.startswith("{")
+
+
+def logprobs():
+    r = client.chat.completions.create(
+        model=MODEL, messages=ASK, temperature=0, max_tokens=8, logprobs=True, top_logprobs=3
+    )
+    content = r.choices[0].logprobs.content
+    assert len(content) >= 1
+    for t in content:
+        assert t.logprob <= 0
+        assert len(t.top_logprobs) == 3
+        assert t.bytes is not None
+    try:
+        client.chat.completions.create(model=MODEL, messages=ASK, logprobs=True, top_logprobs=50)
+        raise AssertionError("top_logprobs=50 should be rejected")
+    except BadRequestError as e:
+        assert e.status_code == 400
+
+
+def seed():
+    def once():
+        return client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "Tell me a story about a cat."}],
+            temperature=0.9,
+            seed=7,
+            max_tokens=24,
+        ).choices[0].message.content
+
+    a, b = once(), once()
+    assert a == b, (a, b)
+
+
+def completions():
+    r = client.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=5, temperature=0)
+    assert r.choices[0].text, r
+
+
+expected = chat()
+streaming(expected)
+json_schema()
+logprobs()
+seed()
+completions()
+print("openai client: all checks passed")
