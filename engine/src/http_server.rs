@@ -124,24 +124,35 @@ async fn chat_completions(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(b) => b,
-        Err(rejection) => return body_error(&state, rejection),
-    };
-    let result = state.api.chat_completions(&body).await;
-    respond(&state, result)
+    generate(&state, body, Endpoint::Chat).await
 }
 
 async fn completions(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    generate(&state, body, Endpoint::Completions).await
+}
+
+enum Endpoint {
+    Chat,
+    Completions,
+}
+
+async fn generate(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    endpoint: Endpoint,
+) -> Response {
     let body = match body {
         Ok(b) => b,
-        Err(rejection) => return body_error(&state, rejection),
+        Err(rejection) => return body_error(state, rejection),
     };
-    let result = state.api.completions(&body).await;
-    respond(&state, result)
+    let result = match endpoint {
+        Endpoint::Chat => state.api.chat_completions(&body).await,
+        Endpoint::Completions => state.api.completions(&body).await,
+    };
+    respond(state, result)
 }
 
 fn body_error(state: &AppState, rejection: BytesRejection) -> Response {
