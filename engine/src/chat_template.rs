@@ -31,6 +31,9 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     bos_token: String,
     eos_token: String,
+    /// The Jinja text, kept so formats (tool calls, reasoning) can be
+    /// detected from what the template writes.
+    source: String,
 }
 
 impl ChatTemplate {
@@ -53,7 +56,18 @@ impl ChatTemplate {
             env,
             bos_token: bos_token.unwrap_or_default(),
             eos_token: eos_token.unwrap_or_default(),
+            source: source.to_string(),
         })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Another template (`--chat-template`) with the same special tokens.
+    pub fn replaced_by(&self, source: &str) -> Result<Self> {
+        let token = |t: &str| (!t.is_empty()).then(|| t.to_string());
+        ChatTemplate::new(source, token(&self.bos_token), token(&self.eos_token))
     }
 
     /// Renders the prompt text for `input`.

@@ -16,9 +16,10 @@ use crate::chat_template::{ChatTemplate, TemplateInput};
 use crate::eos::EosSet;
 use crate::error::{EngineError, Result};
 use crate::generate::FinishReason;
-use crate::grammar::{constraint_of, GrammarCompiler, GrammarMode};
+use crate::grammar::{constraint_of, Constraint, GrammarCompiler, GrammarMode};
 use crate::loaded_model::LoadedModel;
 use crate::model_source::ModelSource;
+use crate::parsers::{OutputConfig, ParseStats, ParsedToolCall, ReasoningFormat, ToolCallFormat};
 use crate::request::{ChatRequest, RequestLimits};
 use crate::scheduler::{NewSequence, Scheduler};
 use crate::tokenizer::TextTokenizer;
@@ -48,6 +49,14 @@ pub struct EngineConfig {
     /// Batch-invariant mode (`--deterministic`): a request's output is bit
     /// for bit the same alone, in any batch slot, chunked or cached.
     pub deterministic: bool,
+    /// Tool-call format (`--tool-call-parser`); `None` detects it from
+    /// the chat template.
+    pub tool_call_parser: Option<ToolCallFormat>,
+    /// Reasoning tokens a request may spend when it sets no
+    /// `thinking_budget` (`--thinking-budget`).
+    pub thinking_budget: Option<usize>,
+    /// Jinja source replacing the model's chat template (`--chat-template`).
+    pub chat_template: Option<String>,
 }
 
 impl Default for EngineConfig {
@@ -62,6 +71,9 @@ impl Default for EngineConfig {
             weight_mode: WeightMode::for_platform(),
             grammar_constraints: false,
             deterministic: false,
+            tool_call_parser: None,
+            thinking_budget: None,
+            chat_template: None,
         }
     }
 }
@@ -74,10 +86,14 @@ pub enum EngineEvent {
         prompt_tokens: usize,
         cached_tokens: usize,
     },
-    /// New text (stop strings never included) and the logprobs of the
-    /// tokens released with it, when asked for.
+    /// New output (stop strings never included) and the logprobs of the
+    /// tokens released with it, when asked for. Chat output is parsed:
+    /// `text` is content only, reasoning and tool calls come apart; a
+    /// plain-text prompt's output is all `text`.
     Delta {
         text: String,
+        reasoning: String,
+        tool_calls: Vec<ToolCallDelta>,
         logprobs: Vec<TokenLogprob>,
     },
     Finished {
@@ -87,6 +103,16 @@ pub enum EngineEvent {
     /// The request could not be completed. `client_error`: the request
     /// itself is at fault (e.g. its grammar allows no token), not the engine.
     Failed { message: String, client_error: bool },
+}
+
+/// A piece of a tool call in OpenAI's streaming shape: the first delta of
+/// a call carries its id and name, later ones argument fragments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolCallDelta {
+    pub index: usize,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub arguments: String,
 }
 
 /// One generated token's logprob and the best alternatives.
@@ -112,6 +138,8 @@ pub struct Usage {
     pub completion_tokens: usize,
     /// Prompt tokens whose KV came from the prefix cache.
     pub cached_tokens: usize,
+    /// Completion tokens spent inside reasoning.
+    pub reasoning_tokens: usize,
 }
 
 /// Upper bounds of the batch-size histogram.
@@ -127,6 +155,9 @@ pub struct EngineStats {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cached_tokens: u64,
+    pub reasoning_tokens: u64,
+    /// What the output parsers found and repaired, summed over requests.
+    pub output: ParseStats,
     /// Prompt tokens actually run through the model (prefill work done).
     pub prefill_computed_tokens: u64,
     pub cache_hits: u64,
@@ -153,6 +184,12 @@ pub struct ModelText {
     /// Compiles request constraints (always built, so schemas are checked
     /// even when constraints are not enforced).
     pub grammar: GrammarCompiler,
+    /// How this model writes tool calls (flag, else from the template).
+    pub tool_format: ToolCallFormat,
+    /// How this model marks reasoning (from the template).
+    pub reasoning: ReasoningFormat,
+    /// The tokens the engine writes to end reasoning at the budget.
+    pub forced_close: Vec<u32>,
 }
 
 pub(crate) enum Command {
@@ -182,7 +219,12 @@ impl Engine {
             .name("afm-engine".into())
             .spawn(move || {
                 let mut loaded = match LoadedModel::load_source(&source, thread_config.weight_mode)
-                {
+                    .and_then(|mut l| {
+                        if let Some(src) = &thread_config.chat_template {
+                            l.template = l.template.replaced_by(src)?;
+                        }
+                        Ok(l)
+                    }) {
                     Ok(l) => l,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -206,8 +248,23 @@ impl Engine {
                         return;
                     }
                 };
+                let template_source = loaded.template.source();
+                let tool_format = thread_config
+                    .tool_call_parser
+                    .unwrap_or_else(|| ToolCallFormat::detect(template_source));
+                let reasoning = ReasoningFormat::detect(template_source);
+                let forced_close = match loaded.tokenizer.encode(reasoning.forced_close()) {
+                    Ok(ids) => ids,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
                 let text = Arc::new(ModelText {
                     grammar,
+                    tool_format,
+                    reasoning,
+                    forced_close,
                     name: loaded.name,
                     tokenizer: loaded.tokenizer,
                     template: loaded.template,
@@ -247,8 +304,8 @@ impl Engine {
         self.stats.lock().expect("stats lock").clone()
     }
 
-    /// The prompt ids a request renders to (chat template + tokenizer).
-    pub fn prompt_tokens(&self, request: &ChatRequest) -> Result<Vec<u32>> {
+    /// The prompt text a request renders to with the chat template.
+    pub fn prompt_text(&self, request: &ChatRequest) -> Result<String> {
         request.validate_messages()?;
         let input = TemplateInput {
             messages: request.messages.clone(),
@@ -256,16 +313,38 @@ impl Engine {
             add_generation_prompt: true,
             kwargs: request.chat_template_kwargs.clone().unwrap_or_default(),
         };
-        self.text
-            .tokenizer
-            .encode(&self.text.template.render(&input)?)
+        self.text.template.render(&input)
+    }
+
+    /// The prompt ids a request renders to (chat template + tokenizer).
+    pub fn prompt_tokens(&self, request: &ChatRequest) -> Result<Vec<u32>> {
+        self.text.tokenizer.encode(&self.prompt_text(request)?)
     }
 
     /// Validates and queues a request; its events arrive on the stream.
     /// Dropping the stream cancels the request at the next step.
     pub fn submit(&self, request: &ChatRequest) -> Result<RequestStream> {
-        let prompt = self.prompt_tokens(request)?;
-        self.submit_tokens(prompt, request)
+        let prompt_text = self.prompt_text(request)?;
+        let prompt = self.text.tokenizer.encode(&prompt_text)?;
+        let output = self.output_config(request, &prompt_text);
+        self.submit_tokens(prompt, request, Some(output))
+    }
+
+    /// How a chat request's output is parsed: tool calls only when tools
+    /// are offered and not refused with `tool_choice: "none"`; reasoning
+    /// always, open from the start when the prompt opened it.
+    fn output_config(&self, request: &ChatRequest, prompt_text: &str) -> OutputConfig {
+        let tools = request.tools.as_deref().unwrap_or_default();
+        let refused =
+            matches!(&request.tool_choice, Some(serde_json::Value::String(s)) if s == "none");
+        let mut config = OutputConfig::text(self.text.reasoning);
+        if !tools.is_empty() && !refused {
+            config.tool_format = Some(self.text.tool_format);
+            config.tools = OutputConfig::tool_schemas(tools);
+        }
+        config.prompt_opens_reasoning = self.text.reasoning.prompt_opens(prompt_text);
+        config.call_id_prefix = new_call_id_prefix();
+        config
     }
 
     /// Like [`Engine::submit`] for a plain-text prompt (no chat template;
@@ -275,10 +354,15 @@ impl Engine {
         if prompt.is_empty() {
             return Err(EngineError::invalid_param("prompt", "must not be empty"));
         }
-        self.submit_tokens(prompt, request)
+        self.submit_tokens(prompt, request, None)
     }
 
-    fn submit_tokens(&self, prompt: Vec<u32>, request: &ChatRequest) -> Result<RequestStream> {
+    fn submit_tokens(
+        &self,
+        prompt: Vec<u32>,
+        request: &ChatRequest,
+        mut output: Option<OutputConfig>,
+    ) -> Result<RequestStream> {
         let settings = request.settings(&self.text.limits)?;
         let context = self.text.limits.context_length;
         if prompt.len() >= context {
@@ -297,18 +381,29 @@ impl Engine {
             Some(c) => {
                 let state = self.text.grammar.compile(&c)?;
                 if self.config.grammar_constraints {
+                    // The grammar writes from the first token: no reasoning
+                    // block is open, and forced calls are in its format.
+                    if let Some(o) = &mut output {
+                        o.prompt_opens_reasoning = false;
+                        if matches!(c, Constraint::ToolCall(_)) {
+                            o.tool_format = Some(ToolCallFormat::Hermes);
+                        }
+                    }
                     (Some(state), GrammarMode::Enforced)
                 } else {
                     (None, GrammarMode::Downgraded)
                 }
             }
         };
+        let thinking_budget = request.thinking_budget.map(|b| b as usize);
         let (events, rx) = unbounded_channel();
         self.commands
             .send(Command::Submit(Box::new(NewSequence {
                 prompt,
                 settings,
                 grammar,
+                output,
+                thinking_budget,
                 events,
             })))
             .map_err(|_| EngineError::EngineStopped("the engine thread has exited".into()))?;
@@ -376,8 +471,17 @@ impl RequestStream {
         while let Some(event) = self.next_blocking() {
             match event {
                 EngineEvent::Started { .. } => {}
-                EngineEvent::Delta { text, logprobs } => {
+                EngineEvent::Delta {
+                    text,
+                    reasoning,
+                    tool_calls,
+                    logprobs,
+                } => {
                     c.text.push_str(&text);
+                    c.reasoning.push_str(&reasoning);
+                    for d in tool_calls {
+                        apply_tool_call_delta(&mut c.tool_calls, d);
+                    }
                     c.logprobs.extend(logprobs);
                 }
                 EngineEvent::Finished {
@@ -402,8 +506,35 @@ impl RequestStream {
 /// A finished request, gathered from its events.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Completion {
+    /// Content (all the text for a plain-text prompt).
     pub text: String,
+    pub reasoning: String,
+    pub tool_calls: Vec<ParsedToolCall>,
     pub finish_reason: Option<FinishReason>,
     pub usage: Usage,
     pub logprobs: Vec<TokenLogprob>,
+}
+
+/// Folds one streamed tool-call piece into whole calls.
+pub fn apply_tool_call_delta(calls: &mut Vec<ParsedToolCall>, d: ToolCallDelta) {
+    if let (Some(id), Some(name)) = (d.id, d.name) {
+        calls.push(ParsedToolCall {
+            id,
+            name,
+            arguments: d.arguments,
+        });
+    } else if let Some(call) = calls.get_mut(d.index) {
+        call.arguments.push_str(&d.arguments);
+    }
+}
+
+/// A per-request prefix for tool-call ids (`call_<unique>_<index>`), so
+/// ids are unique across requests as OpenAI clients assume.
+fn new_call_id_prefix() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("call_{nanos:08x}{n:04x}_")
 }

@@ -30,6 +30,8 @@ pub enum FinishReason {
     Stop,
     /// `max_tokens` were produced.
     Length,
+    /// The model ended its turn after calling tools.
+    ToolCalls,
 }
 
 impl FinishReason {
@@ -37,6 +39,7 @@ impl FinishReason {
         match self {
             FinishReason::Stop => "stop",
             FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
         }
     }
 }

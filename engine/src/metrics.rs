@@ -62,10 +62,35 @@ pub fn render(stats: &EngineStats, rejected: RejectedRequests) -> String {
             "Requests that found no cached prefix.",
             stats.cache_misses,
         ),
+        (
+            "afm_reasoning_tokens_total",
+            "Completion tokens spent inside reasoning.",
+            stats.reasoning_tokens,
+        ),
+        (
+            "afm_tool_calls_total",
+            "Tool calls parsed from model output.",
+            stats.output.tool_calls as u64,
+        ),
     ];
     for (name, help, value) in counters {
         metric(name, "counter", help, &[("", value)]);
     }
+    let o = &stats.output;
+    metric(
+        "afm_output_repairs_total",
+        "counter",
+        "What the output parsers repaired or could not read, by kind.",
+        &[
+            ("{kind=\"coercion_failure\"}", o.coercion_failures as u64),
+            ("{kind=\"duplicate_key\"}", o.duplicate_keys as u64),
+            ("{kind=\"repeated_call\"}", o.repeated_calls as u64),
+            ("{kind=\"unparsed_region\"}", o.unparsed_regions as u64),
+            ("{kind=\"unterminated_call\"}", o.unterminated_calls as u64),
+            ("{kind=\"unnamed_call\"}", o.unnamed_calls as u64),
+            ("{kind=\"after_turn_end\"}", o.dropped_after_turn_end as u64),
+        ],
+    );
     metric(
         "afm_running_sequences",
         "gauge",

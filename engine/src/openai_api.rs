@@ -4,14 +4,18 @@
 //! The HTTP server wraps these functions, and the harness's in-process
 //! target calls them directly, so both see the same bytes.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::engine::{Engine, EngineEvent, RequestStream, TokenLogprob, Usage};
+use crate::engine::{
+    apply_tool_call_delta, Engine, EngineEvent, RequestStream, TokenLogprob, ToolCallDelta, Usage,
+};
 use crate::error::EngineError;
 use crate::grammar::GrammarMode;
+use crate::parsers::ParsedToolCall;
 use crate::request::ChatRequest;
 
 /// What a client sees on failure: an HTTP status and an OpenAI error body.
@@ -172,7 +176,7 @@ impl ApiContext {
             logprobs: request.logprobs,
             sent_role: false,
             done: false,
-            pending_finish: None,
+            queued: VecDeque::new(),
         };
         if request.stream {
             Ok(ApiResponse::Stream { chunks, grammar })
@@ -255,11 +259,56 @@ fn usage_json(u: &Usage) -> Value {
         "completion_tokens": u.completion_tokens,
         "total_tokens": u.prompt_tokens + u.completion_tokens,
         "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+    })
+}
+
+/// A tool-call piece as it appears in a streamed `delta.tool_calls`.
+fn tool_call_delta_json(d: &ToolCallDelta) -> Value {
+    match (&d.id, &d.name) {
+        (Some(id), Some(name)) => json!({
+            "index": d.index,
+            "id": id,
+            "type": "function",
+            "function": {"name": name, "arguments": d.arguments},
+        }),
+        _ => json!({"index": d.index, "function": {"arguments": d.arguments}}),
+    }
+}
+
+/// A whole call as it appears in a response's `message.tool_calls`.
+fn tool_call_json(c: &ParsedToolCall) -> Value {
+    json!({
+        "id": c.id,
+        "type": "function",
+        "function": {"name": c.name, "arguments": c.arguments},
     })
 }
 
 fn logprobs_json(items: &[TokenLogprob]) -> Value {
     json!({"content": items})
+}
+
+/// The assistant message of a whole response. `content` is null when the
+/// turn is only tool calls, as OpenAI sends it; `reasoning_content` and
+/// `tool_calls` appear when there are some.
+fn chat_message(content: String, reasoning: String, calls: &[ParsedToolCall]) -> Value {
+    let mut m = json!({"role": "assistant", "content": content});
+    if calls.is_empty() {
+        return with_reasoning(m, reasoning);
+    }
+    if m["content"] == "" {
+        m["content"] = Value::Null;
+    }
+    m["tool_calls"] = calls.iter().map(tool_call_json).collect();
+    with_reasoning(m, reasoning)
+}
+
+fn with_reasoning(mut m: Value, reasoning: String) -> Value {
+    if !reasoning.is_empty() {
+        m["reasoning_content"] = reasoning.into();
+    }
+    m
 }
 
 /// A request's output as OpenAI stream chunks (`chat.completion.chunk` or
@@ -275,8 +324,9 @@ pub struct ChunkStream {
     logprobs: bool,
     sent_role: bool,
     done: bool,
-    /// Usage still to send as its own chunk after the finish chunk.
-    pending_finish: Option<Usage>,
+    /// Chunks built but not yet handed out (one engine event can make
+    /// several: text, then each tool-call piece; the usage chunk).
+    queued: VecDeque<Value>,
 }
 
 impl ChunkStream {
@@ -284,8 +334,8 @@ impl ChunkStream {
     /// its end marker, `data: [DONE]` for SSE). An engine failure becomes
     /// an `{"error": ...}` chunk.
     pub async fn next(&mut self) -> Option<Value> {
-        if let Some(usage) = self.pending_finish.take() {
-            return Some(self.chunk(Vec::new(), Some(usage)));
+        if let Some(chunk) = self.queued.pop_front() {
+            return Some(chunk);
         }
         if self.done {
             return None;
@@ -301,12 +351,45 @@ impl ChunkStream {
         loop {
             match self.stream.next().await {
                 Some(EngineEvent::Started { .. }) => continue,
-                Some(EngineEvent::Delta { text, logprobs }) => {
-                    if text.is_empty() && logprobs.is_empty() {
-                        continue;
-                    }
+                Some(EngineEvent::Delta {
+                    text,
+                    reasoning,
+                    tool_calls,
+                    logprobs,
+                }) => {
+                    let has_logprobs = !logprobs.is_empty();
                     let lp = self.logprobs.then(|| logprobs_json(&logprobs));
-                    return Some(self.text_chunk(text, lp, None));
+                    if self.kind == Kind::Text {
+                        if text.is_empty() && !has_logprobs {
+                            continue;
+                        }
+                        return Some(self.text_chunk(text, lp, None));
+                    }
+                    let mut delta = serde_json::Map::new();
+                    if !text.is_empty() || (reasoning.is_empty() && has_logprobs) {
+                        delta.insert("content".into(), text.into());
+                    }
+                    if !reasoning.is_empty() {
+                        delta.insert("reasoning_content".into(), reasoning.into());
+                    }
+                    if !delta.is_empty() {
+                        let chunk = self.choice_chunk(Value::Object(delta), lp, None);
+                        self.queued.push_back(chunk);
+                    }
+                    // One chunk per call piece: a call's first delta (id,
+                    // name, empty arguments) stays apart from its fragments.
+                    for d in &tool_calls {
+                        let chunk = self.choice_chunk(
+                            json!({"tool_calls": [tool_call_delta_json(d)]}),
+                            None,
+                            None,
+                        );
+                        self.queued.push_back(chunk);
+                    }
+                    match self.queued.pop_front() {
+                        Some(chunk) => return Some(chunk),
+                        None => continue,
+                    }
                 }
                 Some(EngineEvent::Finished {
                     finish_reason,
@@ -314,7 +397,8 @@ impl ChunkStream {
                 }) => {
                     self.done = true;
                     if self.include_usage {
-                        self.pending_finish = Some(usage);
+                        let chunk = self.chunk(Vec::new(), Some(usage));
+                        self.queued.push_back(chunk);
                     }
                     return Some(self.text_chunk(
                         String::new(),
@@ -381,15 +465,23 @@ impl ChunkStream {
     /// Folds the whole output into one response body.
     async fn collect(mut self) -> Result<Value, ApiError> {
         let mut text = String::new();
+        let mut reasoning = String::new();
+        let mut calls = Vec::new();
         let mut logprobs = Vec::new();
         loop {
             match self.stream.next().await {
                 Some(EngineEvent::Started { .. }) => {}
                 Some(EngineEvent::Delta {
                     text: t,
+                    reasoning: r,
+                    tool_calls,
                     logprobs: lp,
                 }) => {
                     text.push_str(&t);
+                    reasoning.push_str(&r);
+                    for d in tool_calls {
+                        apply_tool_call_delta(&mut calls, d);
+                    }
                     logprobs.extend(lp);
                 }
                 Some(EngineEvent::Finished {
@@ -400,7 +492,7 @@ impl ChunkStream {
                     let choice = match self.kind {
                         Kind::Chat => json!({
                             "index": 0,
-                            "message": {"role": "assistant", "content": text},
+                            "message": chat_message(text, reasoning, &calls),
                             "logprobs": lp,
                             "finish_reason": finish_reason.as_str(),
                         }),

@@ -18,27 +18,32 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::engine::{
-    EngineConfig, EngineEvent, EngineStats, ModelText, TokenLogprob, TopLogprob, Usage,
-    BATCH_SIZE_BUCKETS,
+    EngineConfig, EngineEvent, EngineStats, ModelText, TokenLogprob, ToolCallDelta, TopLogprob,
+    Usage, BATCH_SIZE_BUCKETS,
 };
 use crate::error::Result;
 use crate::generate::FinishReason;
 use crate::grammar::GrammarState;
 use crate::models::{BatchItem, CausalLm, KvCache};
+use crate::parsers::{OutputConfig, OutputParser, ParsedDelta, ThinkingBudget};
 use crate::prefix_cache::PrefixCache;
 use crate::request::GenerationSettings;
 use crate::sampler::{logprobs, Sampler};
 use crate::stop::StopMatcher;
 use crate::tokenizer::IncrementalDecoder;
 
-/// A request handed to the engine thread.
 /// Fixed caches are sized in steps of this many positions.
 const CAPACITY_STEP: usize = 256;
 
+/// A request handed to the engine thread.
 pub struct NewSequence {
     pub prompt: Vec<u32>,
     pub settings: GenerationSettings,
     pub grammar: Option<GrammarState>,
+    /// How chat output is parsed; `None` for a plain-text prompt.
+    pub output: Option<OutputConfig>,
+    /// The request's own `thinking_budget`.
+    pub thinking_budget: Option<usize>,
     pub events: UnboundedSender<EngineEvent>,
 }
 
@@ -47,6 +52,13 @@ struct Sequence {
     settings: GenerationSettings,
     grammar: Option<GrammarState>,
     events: UnboundedSender<EngineEvent>,
+    /// Splits chat output into content, reasoning and tool calls as it is
+    /// released, and tells whether the output is inside reasoning.
+    output: Option<OutputParser>,
+    budget: ThinkingBudget,
+    /// Tokens the engine writes instead of sampling (the end of reasoning
+    /// when the budget is spent).
+    forced: VecDeque<u32>,
     /// `None` until the sequence has started (prefix looked up).
     cache: Option<KvCache>,
     /// Prompt tokens whose KV is in `cache`.
@@ -64,7 +76,7 @@ struct Sequence {
 }
 
 impl Sequence {
-    fn new(mut s: NewSequence, context_length: usize) -> Self {
+    fn new(mut s: NewSequence, context_length: usize, default_budget: Option<usize>) -> Self {
         // Never generate past the model's context.
         s.settings.max_tokens = s
             .settings
@@ -72,6 +84,13 @@ impl Sequence {
             .min(context_length.saturating_sub(s.prompt.len()).max(1));
         let sampler = Sampler::new(s.settings.sampling.clone()).with_prompt(&s.prompt);
         Sequence {
+            output: s.output.as_ref().map(OutputParser::new),
+            budget: ThinkingBudget::for_request(
+                s.thinking_budget,
+                default_budget,
+                s.settings.max_tokens,
+            ),
+            forced: VecDeque::new(),
             stop: StopMatcher::new(s.settings.stop.clone()),
             prompt: s.prompt,
             settings: s.settings,
@@ -91,6 +110,62 @@ impl Sequence {
 
     fn prefilling(&self) -> bool {
         self.cache.is_some() && self.prefilled < self.prompt.len()
+    }
+
+    fn in_reasoning(&self) -> bool {
+        self.output.as_ref().is_some_and(OutputParser::in_reasoning)
+    }
+
+    /// Sends released text, parsed for chat output, with its logprobs;
+    /// `last` flushes what the parser still holds.
+    fn emit(&mut self, text: &str, logprob: Option<TokenLogprob>, last: bool) {
+        let (mut content, mut reasoning, mut tool_calls) = (String::new(), String::new(), vec![]);
+        match &mut self.output {
+            None => content.push_str(text),
+            Some(parser) => {
+                let mut parsed = parser.feed(text);
+                if last {
+                    parsed.extend(parser.finish());
+                }
+                for d in parsed {
+                    match d {
+                        ParsedDelta::Content(t) => content.push_str(&t),
+                        ParsedDelta::Reasoning(t) => reasoning.push_str(&t),
+                        ParsedDelta::ToolCallStart { index, id, name } => {
+                            tool_calls.push(ToolCallDelta {
+                                index,
+                                id: Some(id),
+                                name: Some(name),
+                                arguments: String::new(),
+                            })
+                        }
+                        ParsedDelta::ToolCallArguments { index, fragment } => {
+                            match tool_calls.last_mut() {
+                                Some(d) if d.index == index && d.id.is_none() => {
+                                    d.arguments.push_str(&fragment)
+                                }
+                                _ => tool_calls.push(ToolCallDelta {
+                                    index,
+                                    id: None,
+                                    name: None,
+                                    arguments: fragment,
+                                }),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if content.is_empty() && reasoning.is_empty() && tool_calls.is_empty() && logprob.is_none()
+        {
+            return;
+        }
+        let _ = self.events.send(EngineEvent::Delta {
+            text: content,
+            reasoning,
+            tool_calls,
+            logprobs: logprob.into_iter().collect(),
+        });
     }
 }
 
@@ -174,8 +249,11 @@ impl Scheduler {
                 break;
             };
             self.stats.lock().expect("stats").requests_admitted += 1;
-            self.running
-                .push(Sequence::new(s, self.text.limits.context_length));
+            self.running.push(Sequence::new(
+                s,
+                self.text.limits.context_length,
+                self.config.thinking_budget,
+            ));
         }
     }
 
@@ -361,15 +439,40 @@ impl Scheduler {
     fn sample(&mut self, i: usize, raw: &[f32]) -> Result<()> {
         let text = self.text.clone();
         let s = &mut self.running[i];
-        let mut processed = raw.to_vec();
-        s.sampler.process(&mut processed);
-        if let Some(g) = &mut s.grammar {
-            if let Err(msg) = g.apply_mask(&mut processed) {
-                return self.fail(i, msg);
-            }
+        let in_reasoning = s.in_reasoning();
+        // A spent thinking budget: write the end of reasoning instead of
+        // sampling (grammar-constrained output has no reasoning block).
+        if s.grammar.is_none() && s.budget.must_end(in_reasoning) {
+            s.forced.extend(text.forced_close.iter().copied());
         }
-        let position = s.cache.as_ref().expect("started").offset();
-        let token = s.sampler.sample(&processed, position);
+        let token = match s.forced.pop_front() {
+            Some(t) => t,
+            None => {
+                let mut processed = raw.to_vec();
+                s.sampler.process(&mut processed);
+                if let Some(g) = &mut s.grammar {
+                    if let Err(msg) = g.apply_mask(&mut processed) {
+                        return self.fail(i, msg);
+                    }
+                }
+                let position = s.cache.as_ref().expect("started").offset();
+                let sampled = s.sampler.sample(&processed, position);
+                // A turn may not end inside reasoning with no answer: the
+                // first such end becomes the end of reasoning.
+                if text.eos.contains(sampled)
+                    && s.grammar.is_none()
+                    && s.budget.end_instead_of_stop(in_reasoning)
+                {
+                    s.forced.extend(text.forced_close.iter().copied());
+                    s.forced.pop_front().unwrap_or(sampled)
+                } else {
+                    sampled
+                }
+            }
+        };
+        if in_reasoning {
+            s.budget.count_reasoning_token();
+        }
         // An end id is only allowed where the grammar accepts; it ends the
         // sequence instead of entering the grammar.
         if let (Some(g), false) = (&mut s.grammar, text.eos.contains(token)) {
@@ -401,12 +504,7 @@ impl Scheduler {
             tail.push_str(&self.release_rest(i));
             return self.finish(i, tail, logprob, FinishReason::Length);
         }
-        if !scan.emit.is_empty() || logprob.is_some() {
-            let _ = s.events.send(EngineEvent::Delta {
-                text: scan.emit,
-                logprobs: logprob.into_iter().collect(),
-            });
-        }
+        s.emit(&scan.emit, logprob, false);
         Ok(())
     }
 
@@ -430,22 +528,30 @@ impl Scheduler {
         reason: FinishReason,
     ) -> Result<()> {
         let s = &mut self.running[i];
-        if !text.is_empty() || logprob.is_some() {
-            let _ = s.events.send(EngineEvent::Delta {
-                text,
-                logprobs: logprob.into_iter().collect(),
-            });
-        }
+        s.emit(&text, logprob, true);
         let usage = Usage {
             prompt_tokens: s.prompt.len(),
             completion_tokens: s.sampled,
             cached_tokens: s.cached,
+            reasoning_tokens: s.budget.reasoning_tokens(),
+        };
+        let parsed = s
+            .output
+            .as_ref()
+            .map(OutputParser::stats)
+            .unwrap_or_default();
+        // A turn that ended after calling tools reports it.
+        let reason = match reason {
+            FinishReason::Stop if parsed.tool_calls > 0 => FinishReason::ToolCalls,
+            other => other,
         };
         {
             // Counted before the event, so a caller that saw it sees them.
             let mut st = self.stats.lock().expect("stats");
             st.requests_finished += 1;
             st.completion_tokens += usage.completion_tokens as u64;
+            st.reasoning_tokens += usage.reasoning_tokens as u64;
+            st.output.add(&parsed);
         }
         let _ = s.events.send(EngineEvent::Finished {
             finish_reason: reason,

@@ -197,17 +197,17 @@ fn a_forced_strict_tool_call_has_valid_arguments() {
             .unwrap()
             .collect_blocking()
             .unwrap();
-        let inner = c
-            .text
-            .strip_prefix("<tool_call>\n")
-            .and_then(|t| t.strip_suffix("\n</tool_call>"))
-            .unwrap_or_else(|| panic!("not a hermes call: {:?}", c.text));
-        let call: Value = serde_json::from_str(inner).unwrap();
+        // The forced call is parsed into a tool call, not left as text.
+        assert_eq!(c.finish_reason, Some(FinishReason::ToolCalls), "{c:?}");
+        assert!(c.text.is_empty(), "{c:?}");
+        let [call] = &c.tool_calls[..] else {
+            panic!("one call expected: {c:?}");
+        };
         if choice.is_object() {
-            assert_eq!(call["name"], "get_forecast");
+            assert_eq!(call.name, "get_forecast");
         }
-        if call["name"] == "get_forecast" {
-            assert_valid(&call["arguments"].to_string(), &params);
+        if call.name == "get_forecast" {
+            assert_valid(&call.arguments, &params);
         }
     }
 }

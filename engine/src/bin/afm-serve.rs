@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use afm_engine::http_server::{self, ServerConfig};
 use afm_engine::openai_api::ApiContext;
+use afm_engine::parsers::ToolCallFormat;
 use afm_engine::{generate, Engine, EngineConfig, GenerationParams, LoadedModel, SamplingParams};
 use clap::{Parser, Subcommand};
 
@@ -49,9 +50,13 @@ struct ServeArgs {
     prefix_cache_mb: usize,
     #[arg(long)]
     enable_grammar_constraints: bool,
-    /// Tool-call format: auto (from the chat template) or a parser name.
+    /// Tool-call format: auto (from the chat template), hermes,
+    /// qwen3_coder, llama3_json, mistral or gemma4.
     #[arg(long, default_value = "auto")]
     tool_call_parser: String,
+    /// A Jinja file replacing the model's chat template.
+    #[arg(long)]
+    chat_template: Option<std::path::PathBuf>,
     /// Largest top_logprobs a request may ask for.
     #[arg(long, default_value_t = 20)]
     max_logprobs: usize,
@@ -204,14 +209,22 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.host
     );
     anyhow::ensure!(args.concurrent >= 1, "--concurrent must be at least 1");
-    anyhow::ensure!(
-        args.tool_call_parser == "auto" || args.tool_call_parser == "hermes",
-        "--tool-call-parser: unknown parser '{}'",
-        args.tool_call_parser
-    );
-    if args.thinking_budget.is_some() {
-        tracing::warn!("--thinking-budget has no effect yet: reasoning parsing is not wired in");
-    }
+    let tool_call_parser = match args.tool_call_parser.as_str() {
+        "auto" => None,
+        name => Some(ToolCallFormat::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = ToolCallFormat::ALL.iter().map(|f| f.name()).collect();
+            anyhow::anyhow!(
+                "--tool-call-parser: unknown parser '{name}' (auto, {})",
+                known.join(", ")
+            )
+        })?),
+    };
+    let chat_template = match &args.chat_template {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!("--chat-template: cannot read {}: {e}", path.display())
+        })?),
+        None => None,
+    };
     let config = EngineConfig {
         concurrent: args.concurrent,
         prefix_caching: args.enable_prefix_caching,
@@ -220,6 +233,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         default_max_tokens: args.max_tokens,
         grammar_constraints: args.enable_grammar_constraints,
         deterministic: args.deterministic,
+        tool_call_parser,
+        thinking_budget: args.thinking_budget,
+        chat_template,
         ..Default::default()
     };
     let engine = Engine::start(&args.model, config)?;

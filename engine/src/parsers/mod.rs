@@ -67,6 +67,20 @@ pub struct ParseStats {
     pub dropped_after_turn_end: usize,
 }
 
+impl ParseStats {
+    /// Sums another request's counts into these.
+    pub fn add(&mut self, o: &ParseStats) {
+        self.tool_calls += o.tool_calls;
+        self.coercion_failures += o.coercion_failures;
+        self.duplicate_keys += o.duplicate_keys;
+        self.repeated_calls += o.repeated_calls;
+        self.unparsed_regions += o.unparsed_regions;
+        self.unterminated_calls += o.unterminated_calls;
+        self.unnamed_calls += o.unnamed_calls;
+        self.dropped_after_turn_end += o.dropped_after_turn_end;
+    }
+}
+
 /// What a request's output is parsed for.
 #[derive(Debug, Clone)]
 pub struct OutputConfig {

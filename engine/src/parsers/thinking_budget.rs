@@ -46,6 +46,16 @@ impl ThinkingBudget {
         false
     }
 
+    /// The model chose to end its turn inside reasoning: true (once) when
+    /// the engine should end reasoning instead, so an answer follows.
+    pub fn end_instead_of_stop(&mut self, in_reasoning: bool) -> bool {
+        if in_reasoning && !self.forced {
+            self.forced = true;
+            return true;
+        }
+        false
+    }
+
     /// Records a generated token that was part of reasoning.
     pub fn count_reasoning_token(&mut self) {
         self.used += 1;

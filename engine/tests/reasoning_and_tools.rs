@@ -1,0 +1,263 @@
+//! Reasoning, the thinking budget and tool calls end to end: the bundled
+//! model behind the OpenAI API layer, with a chat template that opens a
+//! `<think>` block in the prompt (as Qwen3-style templates do), so the
+//! model's output starts inside reasoning.
+
+use afm_engine::openai_api::{ApiContext, ApiResponse};
+use afm_engine::{Engine, EngineConfig};
+use serde_json::{json, Value};
+
+/// ChatML, as the bundled model was trained on, plus a reasoning block
+/// opened by the template; `enable_thinking: false` writes it closed.
+const THINKING_TEMPLATE: &str = r#"{%- for message in messages -%}
+{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+{{ '<|im_start|>assistant\n' }}
+{%- if enable_thinking is defined and enable_thinking is false -%}
+{{ '<think>\n\n</think>\n\n' }}
+{%- else -%}
+{{ '<think>\n' }}
+{%- endif -%}
+{%- endif -%}"#;
+
+fn api(config: EngineConfig) -> ApiContext {
+    let engine = Engine::start("smollm2", config).expect("run scripts/setup.sh first");
+    ApiContext::new(engine, "smollm2")
+}
+
+fn thinking_api(default_budget: Option<usize>) -> ApiContext {
+    api(EngineConfig {
+        chat_template: Some(THINKING_TEMPLATE.into()),
+        thinking_budget: default_budget,
+        concurrent: 2,
+        ..Default::default()
+    })
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
+fn complete(api: &ApiContext, body: &Value) -> Value {
+    let bytes = serde_json::to_vec(body).unwrap();
+    match runtime().block_on(api.chat_completions(&bytes)) {
+        Ok(ApiResponse::Complete { body, .. }) => body,
+        Ok(ApiResponse::Stream { .. }) => panic!("asked for a whole response"),
+        Err(e) => panic!("{e:?}"),
+    }
+}
+
+fn stream(api: &ApiContext, body: &Value) -> Vec<Value> {
+    let mut body = body.clone();
+    body["stream"] = json!(true);
+    let bytes = serde_json::to_vec(&body).unwrap();
+    runtime().block_on(async {
+        let Ok(ApiResponse::Stream { mut chunks, .. }) = api.chat_completions(&bytes).await else {
+            panic!("asked for a stream");
+        };
+        let mut out = Vec::new();
+        while let Some(c) = chunks.next().await {
+            out.push(c);
+        }
+        out
+    })
+}
+
+fn question(q: &str, max_tokens: u32) -> Value {
+    json!({
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant. Think step by step."},
+            {"role": "user", "content": q}
+        ],
+        "max_tokens": max_tokens,
+        "temperature": 0
+    })
+}
+
+fn reasoning_tokens(body: &Value) -> u64 {
+    body["usage"]["completion_tokens_details"]["reasoning_tokens"]
+        .as_u64()
+        .expect("usage.completion_tokens_details.reasoning_tokens")
+}
+
+fn assert_no_markers(content: &str) {
+    for marker in ["<think>", "</think>"] {
+        assert!(!content.contains(marker), "marker in content: {content:?}");
+    }
+}
+
+/// Seed 002: reasoning took the whole `max_tokens` and content was empty.
+#[test]
+fn a_thinking_model_with_max_tokens_50_still_answers() {
+    let api = thinking_api(None);
+    let body = complete(&api, &question("What is the capital of France?", 50));
+    let message = &body["choices"][0]["message"];
+    let content = message["content"].as_str().unwrap_or_default();
+    assert!(!content.trim().is_empty(), "no content: {body}");
+    assert_no_markers(content);
+    let reasoning = message["reasoning_content"].as_str().unwrap_or_default();
+    assert!(!reasoning.trim().is_empty(), "no reasoning: {body}");
+    assert_no_markers(reasoning);
+    let spent = reasoning_tokens(&body);
+    // A quarter of max_tokens (at least 16) is kept for the answer.
+    assert!(spent > 0 && spent <= 50 - 16, "reasoning tokens {spent}");
+    assert!(body["usage"]["completion_tokens"].as_u64().unwrap() <= 50);
+}
+
+#[test]
+fn the_thinking_budget_ends_reasoning_and_content_follows() {
+    let forced_close = 8; // generous bound on the tokens of "\n</think>\n\n"
+    let api = thinking_api(Some(12));
+    let ask = question("Explain in detail why the sky is blue.", 120);
+
+    // The server default applies when the request sets none.
+    let body = complete(&api, &ask);
+    let spent = reasoning_tokens(&body);
+    assert!(
+        spent >= 12 && spent <= 12 + forced_close,
+        "spent {spent}: {body}"
+    );
+    let content = body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!content.trim().is_empty(), "no content: {body}");
+    assert_no_markers(content);
+
+    // A request's own budget overrides it.
+    let mut own = ask.clone();
+    own["thinking_budget"] = json!(4);
+    let body = complete(&api, &own);
+    let spent = reasoning_tokens(&body);
+    assert!(
+        spent >= 4 && spent <= 4 + forced_close,
+        "spent {spent}: {body}"
+    );
+    assert!(!body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .trim()
+        .is_empty());
+}
+
+#[test]
+fn streamed_reasoning_and_content_match_the_whole_response() {
+    let api = thinking_api(Some(10));
+    let ask = question("Name three primary colours.", 60);
+    let whole = complete(&api, &ask);
+    let chunks = stream(&api, &ask);
+    let (mut reasoning, mut content) = (String::new(), String::new());
+    let mut reasoning_chunks = 0;
+    for c in &chunks {
+        let delta = &c["choices"][0]["delta"];
+        if let Some(r) = delta["reasoning_content"].as_str() {
+            reasoning.push_str(r);
+            reasoning_chunks += 1;
+        }
+        if let Some(t) = delta["content"].as_str() {
+            assert_no_markers(t);
+            content.push_str(t);
+        }
+    }
+    assert!(reasoning_chunks > 1, "reasoning is streamed in pieces");
+    let message = &whole["choices"][0]["message"];
+    assert_eq!(reasoning, message["reasoning_content"].as_str().unwrap());
+    assert_eq!(content, message["content"].as_str().unwrap());
+    let last = chunks.last().unwrap();
+    assert_eq!(
+        last["choices"][0]["finish_reason"],
+        whole["choices"][0]["finish_reason"]
+    );
+}
+
+#[test]
+fn enable_thinking_false_gives_no_reasoning() {
+    let api = thinking_api(None);
+    let mut ask = question("What is the capital of France?", 30);
+    ask["chat_template_kwargs"] = json!({"enable_thinking": false});
+    let body = complete(&api, &ask);
+    let message = &body["choices"][0]["message"];
+    assert!(message.get("reasoning_content").is_none(), "{body}");
+    assert_eq!(reasoning_tokens(&body), 0);
+    let content = message["content"].as_str().unwrap();
+    assert!(content.contains("Paris"), "{body}");
+}
+
+#[test]
+fn tool_calls_stream_in_openai_shape_and_match_the_whole_response() {
+    let api = api(EngineConfig {
+        grammar_constraints: true,
+        concurrent: 2,
+        ..Default::default()
+    });
+    let params = json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 20},
+            "days": {"type": "integer", "minimum": 1, "maximum": 7},
+            "metric": {"type": "boolean"}
+        },
+        "required": ["city", "days", "metric"],
+        "additionalProperties": false
+    });
+    let ask = json!({
+        "messages": [{"role": "user", "content": "Weather in Oslo for 3 days, in celsius?"}],
+        "tools": [{"type": "function", "function": {
+            "name": "get_forecast", "strict": true, "parameters": params
+        }}],
+        "tool_choice": "required",
+        "max_tokens": 80,
+        "temperature": 0
+    });
+
+    let whole = complete(&api, &ask);
+    let choice = &whole["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{whole}");
+    let message = &choice["message"];
+    assert!(message["content"].is_null(), "only a call: {whole}");
+    let calls = message["tool_calls"].as_array().expect("tool_calls");
+    assert_eq!(calls.len(), 1, "{whole}");
+    let call = &calls[0];
+    assert_eq!(call["type"], "function");
+    assert_eq!(call["function"]["name"], "get_forecast");
+    let id = call["id"].as_str().unwrap();
+    assert!(id.starts_with("call_"), "{id}");
+    let arguments = call["function"]["arguments"].as_str().unwrap();
+    let parsed: Value = serde_json::from_str(arguments).expect("arguments are JSON");
+    assert!(
+        parsed["days"].is_i64() && parsed["metric"].is_boolean(),
+        "{parsed}"
+    );
+
+    let chunks = stream(&api, &ask);
+    let pieces: Vec<&Value> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array())
+        .flatten()
+        .collect();
+    let first = pieces.first().expect("streamed tool-call deltas");
+    assert_eq!(first["index"], 0);
+    assert_eq!(first["type"], "function");
+    assert_eq!(first["function"]["name"], "get_forecast");
+    assert_eq!(first["function"]["arguments"], "");
+    let streamed_id = first["id"].as_str().unwrap();
+    assert_ne!(streamed_id, id, "ids are unique across requests");
+    let mut streamed = String::new();
+    for p in &pieces[1..] {
+        assert_eq!(p["index"], 0);
+        assert!(p.get("id").is_none() && p["function"].get("name").is_none());
+        streamed.push_str(p["function"]["arguments"].as_str().unwrap());
+    }
+    assert!(pieces.len() > 2, "arguments arrive in fragments");
+    assert_eq!(
+        streamed, arguments,
+        "fragments concatenate to the arguments"
+    );
+    let finish = chunks
+        .iter()
+        .find_map(|c| c["choices"][0]["finish_reason"].as_str())
+        .unwrap();
+    assert_eq!(finish, "tool_calls");
+}
