@@ -93,21 +93,30 @@ async fn run_one(client: &Client, url: &str, i: usize) -> Outcome {
         };
     }
     let v: Value = r.json().await.unwrap();
-    let content = v["choices"][0]["message"]["content"]
-        .as_str()
-        .unwrap_or_default();
+    let message = &v["choices"][0]["message"];
+    let content = message["content"].as_str().unwrap_or_default();
     let finish = v["choices"][0]["finish_reason"].as_str();
     let tokens = v["usage"]["completion_tokens"].as_u64().unwrap();
-    check_reply(i, content, finish, tokens);
     match i % 6 {
         2 if finish == Some("stop") => {
             let parsed: Value =
                 serde_json::from_str(content).unwrap_or_else(|e| panic!("{i}: {e}: {content}"));
             assert!(parsed["colour"].is_string(), "{content}");
         }
-        3 if finish == Some("stop") => assert!(content.starts_with("<tool_call>"), "{content}"),
+        // A forced call that completed is a parsed tool call.
+        3 if finish != Some("length") => {
+            assert_eq!(finish, Some("tool_calls"), "request {i}: {v}");
+            let call = &message["tool_calls"][0]["function"];
+            assert_eq!(call["name"], "paint", "{v}");
+            let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+            assert!(args["colour"].is_string(), "{v}");
+            return Outcome::Done {
+                completion_tokens: tokens,
+            };
+        }
         _ => {}
     }
+    check_reply(i, content, finish, tokens);
     Outcome::Done {
         completion_tokens: tokens,
     }

@@ -112,6 +112,42 @@ def seed():
     assert a == b, (a, b)
 
 
+def tools():
+    params = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 20},
+            "days": {"type": "integer", "minimum": 1, "maximum": 7},
+        },
+        "required": ["city", "days"],
+        "additionalProperties": False,
+    }
+    request = dict(
+        model=MODEL,
+        messages=[{"role": "user", "content": "What is the weather in Oslo for the next 3 days?"}],
+        tools=[{"type": "function", "function": {"name": "get_forecast", "strict": True, "parameters": params}}],
+        tool_choice="required",
+        max_tokens=60,
+        temperature=0,
+    )
+    r = client.chat.completions.create(**request)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    (call,) = choice.message.tool_calls
+    assert call.type == "function" and call.function.name == "get_forecast", call
+    assert call.id, call
+    args = json.loads(call.function.arguments)
+    assert isinstance(args["city"], str) and isinstance(args["days"], int), args
+
+    # The client's own accumulation of streamed deltas gives the same call.
+    deltas = [c.choices[0].delta for c in client.chat.completions.create(stream=True, **request) if c.choices]
+    pieces = [t for d in deltas for t in (d.tool_calls or [])]
+    assert pieces[0].id and pieces[0].function.name == "get_forecast", pieces[0]
+    assert pieces[0].function.arguments == "", pieces[0]
+    streamed = "".join(p.function.arguments or "" for p in pieces)
+    assert streamed == call.function.arguments, (streamed, call.function.arguments)
+
+
 def completions():
     r = client.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=5, temperature=0)
     assert r.choices[0].text, r
@@ -122,5 +158,6 @@ streaming(expected)
 json_schema()
 logprobs()
 seed()
+tools()
 completions()
 print("openai client: all checks passed")
