@@ -121,3 +121,37 @@ fn unsupported_architecture() {
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
+
+/// Server flags that cannot be honoured end start-up with one line naming
+/// the flag and the problem.
+#[test]
+fn bad_serve_flags_name_the_problem() {
+    let broken = scratch("template").join("broken.jinja");
+    std::fs::write(&broken, "{% for m in messages %}{{ m.content }").unwrap();
+    let broken = broken.to_string_lossy().into_owned();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--tool-call-parser", "xml"],
+            "--tool-call-parser: unknown parser 'xml'",
+        ),
+        (
+            &["--chat-template", "/nonexistent/template.jinja"],
+            "--chat-template: cannot read",
+        ),
+        (&["--chat-template", &broken, "--port", "0"], "template"),
+    ];
+    for (args, expected) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_afm-serve"))
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("afm-serve: error: ") && last.contains(expected),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
