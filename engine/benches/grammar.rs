@@ -42,7 +42,7 @@ fn main() {
     let mut states: Vec<GrammarState> = (0..BATCH)
         .map(|_| {
             compiler
-                .compile(&Constraint::JsonSchema(schema.clone()))
+                .compile(&Constraint::JsonSchema(schema.clone()), None)
                 .unwrap()
         })
         .collect();

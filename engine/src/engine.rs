@@ -16,7 +16,7 @@ use crate::chat_template::{ChatTemplate, TemplateInput};
 use crate::eos::EosSet;
 use crate::error::{EngineError, Result};
 use crate::generate::FinishReason;
-use crate::grammar::{constraint_of, Constraint, GrammarCompiler, GrammarMode};
+use crate::grammar::{constraint_of, Constraint, GrammarCompiler, GrammarMode, ReasoningPrefix};
 use crate::loaded_model::LoadedModel;
 use crate::model_source::ModelSource;
 use crate::parsers::{OutputConfig, ParseStats, ParsedToolCall, ReasoningFormat, ToolCallFormat};
@@ -190,6 +190,8 @@ pub struct ModelText {
     pub reasoning: ReasoningFormat,
     /// The tokens the engine writes to end reasoning at the budget.
     pub forced_close: Vec<u32>,
+    /// The end of reasoning as constrained grammars see it.
+    pub reasoning_prefix: ReasoningPrefix,
 }
 
 pub(crate) enum Command {
@@ -261,6 +263,7 @@ impl Engine {
                     }
                 };
                 let text = Arc::new(ModelText {
+                    reasoning_prefix: ReasoningPrefix::new(&loaded.tokenizer, reasoning.close()),
                     grammar,
                     tool_format,
                     reasoning,
@@ -374,20 +377,37 @@ impl Engine {
                 param: Some("messages".into()),
             });
         }
+        // `tool_choice: "none"` with tools offered: no call may begin.
+        let refused_tools = output.as_ref().is_some_and(|o| o.tool_format.is_none())
+            && request.tools.as_ref().is_some_and(|t| !t.is_empty());
+        let constraint = match constraint_of(request)? {
+            None if refused_tools => Some(Constraint::NoToolCalls(
+                self.text
+                    .tool_format
+                    .regions()
+                    .starts
+                    .iter()
+                    .map(|m| m.to_string())
+                    .collect(),
+            )),
+            other => other,
+        };
+        // A reasoning block the prompt opened stays free; the constraint
+        // starts after its end marker.
+        let reasoning = output
+            .as_ref()
+            .is_some_and(|o| o.prompt_opens_reasoning)
+            .then_some(&self.text.reasoning_prefix);
         // Compiled here, on the caller's thread, never in the decode loop;
         // compiling also rejects bad schemas when constraints are off.
-        let (grammar, mode) = match constraint_of(request)? {
+        let (grammar, mode) = match constraint {
             None => (None, GrammarMode::None),
             Some(c) => {
-                let state = self.text.grammar.compile(&c)?;
+                let state = self.text.grammar.compile(&c, reasoning)?;
                 if self.config.grammar_constraints {
-                    // The grammar writes from the first token: no reasoning
-                    // block is open, and forced calls are in its format.
-                    if let Some(o) = &mut output {
-                        o.prompt_opens_reasoning = false;
-                        if matches!(c, Constraint::ToolCall(_)) {
-                            o.tool_format = Some(ToolCallFormat::Hermes);
-                        }
+                    // Forced calls are written in the grammar's format.
+                    if let (Some(o), Constraint::ToolCall(_)) = (&mut output, &c) {
+                        o.tool_format = Some(ToolCallFormat::Hermes);
                     }
                     (Some(state), GrammarMode::Enforced)
                 } else {

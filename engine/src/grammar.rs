@@ -31,6 +31,10 @@ pub enum Constraint {
     /// (`<tool_call>{"name": .., "arguments": {..}}</tool_call>`), with
     /// arguments valid against the tool's parameters.
     ToolCall(Vec<ToolSpec>),
+    /// Free text that never contains one of these markers
+    /// (`tool_choice: "none"`: the markers open a call in the model's
+    /// tool-call format).
+    NoToolCalls(Vec<String>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -184,16 +188,22 @@ impl GrammarCompiler {
     }
 
     /// Compiles `constraint`; an invalid or unsupported schema is a
-    /// request error naming the problem.
-    pub fn compile(&self, constraint: &Constraint) -> Result<GrammarState> {
-        let grammar = match constraint {
-            Constraint::JsonObject => {
+    /// request error naming the problem. With `reasoning`, the output
+    /// starts inside a reasoning block that is free text up to its end
+    /// marker; the constraint applies after it.
+    pub fn compile(
+        &self,
+        constraint: &Constraint,
+        reasoning: Option<&ReasoningPrefix>,
+    ) -> Result<GrammarState> {
+        let grammar = match (constraint, reasoning) {
+            (Constraint::JsonObject, None) => {
                 TopLevelGrammar::from_json_schema(compact(json!({"type": "object"})))
             }
-            Constraint::JsonSchema(schema) => {
+            (Constraint::JsonSchema(schema), None) => {
                 TopLevelGrammar::from_json_schema(compact(schema.clone()))
             }
-            Constraint::ToolCall(tools) => TopLevelGrammar::from_lark(hermes_call_grammar(tools)),
+            _ => TopLevelGrammar::from_lark(lark_grammar(constraint, reasoning)),
         };
         let parser =
             self.factory
@@ -202,6 +212,7 @@ impl GrammarCompiler {
                     message: format!("invalid or unsupported schema: {e}"),
                     param: Some(match constraint {
                         Constraint::ToolCall(_) => "tools".into(),
+                        Constraint::NoToolCalls(_) => "tool_choice".into(),
                         _ => "response_format".into(),
                     }),
                 })?;
@@ -221,7 +232,73 @@ fn compact(mut schema: Value) -> Value {
     schema
 }
 
-/// Lark grammar for one hermes-format call of any of `tools`.
+/// The end of a reasoning block as grammar text: a special token of the
+/// tokenizer is matched as that token, other markers as their bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReasoningPrefix {
+    close: String,
+}
+
+impl ReasoningPrefix {
+    pub fn new(tokenizer: &TextTokenizer, close: &str) -> Self {
+        let special = tokenizer
+            .hf()
+            .get_added_tokens_decoder()
+            .values()
+            .any(|t| t.special && t.content == close);
+        let close = if special {
+            close.to_string()
+        } else {
+            Value::from(close).to_string()
+        };
+        ReasoningPrefix { close }
+    }
+}
+
+/// Lark text for `constraint` (as rule `body`), after a reasoning block
+/// when `reasoning` is given.
+fn lark_grammar(constraint: &Constraint, reasoning: Option<&ReasoningPrefix>) -> String {
+    let body = match constraint {
+        Constraint::JsonObject => format!("body: %json {}\n", compact(json!({"type": "object"}))),
+        Constraint::JsonSchema(schema) => format!("body: %json {}\n", compact(schema.clone())),
+        Constraint::ToolCall(tools) => hermes_call_grammar(tools),
+        Constraint::NoToolCalls(markers) => {
+            let any: Vec<String> = markers.iter().map(|m| regex_literal(m)).collect();
+            format!(
+                "body: FREE\nFREE: /(?s:.*)/ & ~/(?s:.*)({})(?s:.*)/\n",
+                any.join("|")
+            )
+        }
+    };
+    let start = match reasoning {
+        None => "start: body\n".to_string(),
+        // Lazy: the block ends at the first end marker.
+        Some(r) if r.close.starts_with('"') => format!(
+            "start: reasoning /[ \\t\\r\\n]*/ body\nreasoning[lazy]: REASONING {}\nREASONING: /(?s:.*)/\n",
+            r.close
+        ),
+        // A special token is never part of text: the block runs to it.
+        Some(r) => format!(
+            "start: REASONING {} /[ \\t\\r\\n]*/ body\nREASONING: /(?s:.*)/\n",
+            r.close
+        ),
+    };
+    start + &body
+}
+
+/// `text` as a regex matching itself, inside a Lark `/.../` literal.
+fn regex_literal(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~/".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Lark rule `body`: one hermes-format call of any of `tools`.
 fn hermes_call_grammar(tools: &[ToolSpec]) -> String {
     let calls: Vec<Value> = tools
         .iter()
@@ -238,7 +315,7 @@ fn hermes_call_grammar(tools: &[ToolSpec]) -> String {
         })
         .collect();
     let schema = compact(json!({"anyOf": calls}));
-    format!("start: \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall: %json {schema}\n")
+    format!("body: \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall: %json {schema}\n")
 }
 
 /// One request's grammar position.

@@ -441,8 +441,8 @@ impl Scheduler {
         let s = &mut self.running[i];
         let in_reasoning = s.in_reasoning();
         // A spent thinking budget: write the end of reasoning instead of
-        // sampling (grammar-constrained output has no reasoning block).
-        if s.grammar.is_none() && s.budget.must_end(in_reasoning) {
+        // sampling (a grammar leaves reasoning free and accepts its end).
+        if s.budget.must_end(in_reasoning) {
             s.forced.extend(text.forced_close.iter().copied());
         }
         let token = match s.forced.pop_front() {

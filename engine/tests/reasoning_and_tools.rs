@@ -261,3 +261,109 @@ fn tool_calls_stream_in_openai_shape_and_match_the_whole_response() {
         .unwrap();
     assert_eq!(finish, "tool_calls");
 }
+
+/// A conversation whose earlier turns called `lookup`: the model follows
+/// the pattern, so it writes a call unless something stops it.
+fn calling_pattern(tool_choice: Value) -> Value {
+    let call = |q: &str| {
+        format!("<tool_call>\n{{\"name\": \"lookup\", \"arguments\": {{\"q\": \"{q}\"}}}}\n</tool_call>")
+    };
+    json!({
+        "messages": [
+            {"role": "user", "content": "Look up cats."},
+            {"role": "assistant", "content": call("cats")},
+            {"role": "user", "content": "Look up dogs."},
+            {"role": "assistant", "content": call("dogs")},
+            {"role": "user", "content": "Look up birds."}
+        ],
+        "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {
+            "type": "object", "properties": {"q": {"type": "string"}}}}}],
+        "tool_choice": tool_choice,
+        "max_tokens": 40,
+        "temperature": 0
+    })
+}
+
+#[test]
+fn tool_choice_none_forbids_the_call_that_auto_parses() {
+    let api = api(EngineConfig {
+        grammar_constraints: true,
+        concurrent: 2,
+        ..Default::default()
+    });
+    // Unconstrained, the model's own call text is parsed into a call with
+    // arguments typed by the schema.
+    let auto = complete(&api, &calling_pattern(json!("auto")));
+    let choice = &auto["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{auto}");
+    let call = &choice["message"]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "lookup");
+    let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert!(args["q"].is_string(), "{auto}");
+
+    // With "none" the grammar forbids the call marker, and nothing is parsed.
+    let none = complete(&api, &calling_pattern(json!("none")));
+    let message = &none["choices"][0]["message"];
+    assert!(message.get("tool_calls").is_none(), "{none}");
+    let content = message["content"].as_str().unwrap();
+    assert!(!content.contains("<tool_call>"), "{none}");
+    assert_ne!(none["choices"][0]["finish_reason"], "tool_calls");
+}
+
+fn assert_matches_schema(text: &str, schema: &Value) {
+    let value: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+    let validator = jsonschema::validator_for(schema).unwrap();
+    assert!(validator.is_valid(&value), "{text} does not match {schema}");
+}
+
+#[test]
+fn with_thinking_on_the_constraint_starts_after_reasoning() {
+    let api = api(EngineConfig {
+        chat_template: Some(THINKING_TEMPLATE.into()),
+        grammar_constraints: true,
+        concurrent: 2,
+        ..Default::default()
+    });
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 20},
+            "population": {"type": "integer"}
+        },
+        "required": ["city", "population"],
+        "additionalProperties": false
+    });
+    let mut ask = question("Give the largest city of France and its population.", 100);
+    ask["thinking_budget"] = json!(12);
+    ask["response_format"] = json!({"type": "json_schema",
+        "json_schema": {"name": "city", "strict": true, "schema": schema}});
+    let body = complete(&api, &ask);
+    let message = &body["choices"][0]["message"];
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    assert!(
+        !message["reasoning_content"]
+            .as_str()
+            .unwrap_or_default()
+            .trim()
+            .is_empty(),
+        "reasoning is free before the constraint: {body}"
+    );
+    assert!(reasoning_tokens(&body) > 0);
+    assert_matches_schema(message["content"].as_str().unwrap().trim(), &schema);
+
+    // A forced call after reasoning.
+    let params = json!({"type": "object", "properties": {"q": {"type": "string", "maxLength": 20}},
+                        "required": ["q"], "additionalProperties": false});
+    let mut ask = question("Search the web for the weather in Paris.", 100);
+    ask["thinking_budget"] = json!(8);
+    ask["tools"] =
+        json!([{"type": "function", "function": {"name": "search", "parameters": params}}]);
+    ask["tool_choice"] = json!("required");
+    let body = complete(&api, &ask);
+    let choice = &body["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{body}");
+    assert!(reasoning_tokens(&body) > 0, "{body}");
+    let call = &choice["message"]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "search");
+    assert_matches_schema(call["arguments"].as_str().unwrap(), &params);
+}
