@@ -406,7 +406,9 @@ impl Engine {
                 let state = self.text.grammar.compile(&c, reasoning)?;
                 if self.config.grammar_constraints {
                     // Forced calls are written in the grammar's format.
-                    if let (Some(o), Constraint::ToolCall(_)) = (&mut output, &c) {
+                    if let (Some(o), Constraint::ToolCall(_) | Constraint::MaybeToolCall(_)) =
+                        (&mut output, &c)
+                    {
                         o.tool_format = Some(ToolCallFormat::Hermes);
                     }
                     (Some(state), GrammarMode::Enforced)

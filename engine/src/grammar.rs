@@ -31,6 +31,9 @@ pub enum Constraint {
     /// (`<tool_call>{"name": .., "arguments": {..}}</tool_call>`), with
     /// arguments valid against the tool's parameters.
     ToolCall(Vec<ToolSpec>),
+    /// Either free text without a call, or text and then one valid call
+    /// of these tools (`strict: true` tools under `tool_choice: auto`).
+    MaybeToolCall(Vec<ToolSpec>),
     /// Free text that never contains one of these markers
     /// (`tool_choice: "none"`: the markers open a call in the model's
     /// tool-call format).
@@ -103,12 +106,16 @@ pub fn constraint_of(request: &ChatRequest) -> Result<Option<Constraint>> {
     }
 }
 
-/// `tool_choice: "required"` or a named function forces a call.
+/// `tool_choice: "required"` or a named function forces a call; with
+/// `auto` (or none given), a `strict: true` tool makes any call valid.
 fn tool_constraint(request: &ChatRequest) -> Result<Option<Constraint>> {
-    let Some(choice) = &request.tool_choice else {
-        return Ok(None);
-    };
     let tools = request.tools.as_deref().unwrap_or_default();
+    let auto = Value::String("auto".into());
+    let choice = match &request.tool_choice {
+        Some(c) => c,
+        None if tools.is_empty() => return Ok(None),
+        None => &auto,
+    };
     let specs = tools
         .iter()
         .enumerate()
@@ -128,7 +135,16 @@ fn tool_constraint(request: &ChatRequest) -> Result<Option<Constraint>> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    let strict = tools.iter().any(|t| {
+        t.get("function")
+            .and_then(|f| f.get("strict"))
+            .and_then(Value::as_bool)
+            == Some(true)
+    });
     let wanted = match choice {
+        Value::String(s) if s == "auto" && strict && !specs.is_empty() => {
+            return Ok(Some(Constraint::MaybeToolCall(specs)))
+        }
         Value::String(s) if s == "none" || s == "auto" => return Ok(None),
         Value::String(s) if s == "required" => specs,
         Value::Object(_) => {
@@ -211,7 +227,7 @@ impl GrammarCompiler {
                 .map_err(|e| EngineError::InvalidRequest {
                     message: format!("invalid or unsupported schema: {e}"),
                     param: Some(match constraint {
-                        Constraint::ToolCall(_) => "tools".into(),
+                        Constraint::ToolCall(_) | Constraint::MaybeToolCall(_) => "tools".into(),
                         Constraint::NoToolCalls(_) => "tool_choice".into(),
                         _ => "response_format".into(),
                     }),
@@ -261,7 +277,14 @@ fn lark_grammar(constraint: &Constraint, reasoning: Option<&ReasoningPrefix>) ->
     let body = match constraint {
         Constraint::JsonObject => format!("body: %json {}\n", compact(json!({"type": "object"}))),
         Constraint::JsonSchema(schema) => format!("body: %json {}\n", compact(schema.clone())),
-        Constraint::ToolCall(tools) => hermes_call_grammar(tools),
+        Constraint::ToolCall(tools) => hermes_call_grammar(tools, false),
+        // Text that cannot hold a call, or text up to the first call marker
+        // (lazy) and then a valid call.
+        Constraint::MaybeToolCall(tools) => format!(
+            "body: TEXT | before_call call\nTEXT: /(?s:.*)/ & ~/(?s:.*){marker}(?s:.*)/\nbefore_call[lazy]: /(?s:.*)/ \"{HERMES_OPEN}\"\n{}",
+            hermes_call_grammar(tools, true),
+            marker = regex_literal(HERMES_OPEN),
+        ),
         Constraint::NoToolCalls(markers) => {
             let any: Vec<String> = markers.iter().map(|m| regex_literal(m)).collect();
             format!(
@@ -298,8 +321,11 @@ fn regex_literal(text: &str) -> String {
     out
 }
 
-/// Lark rule `body`: one hermes-format call of any of `tools`.
-fn hermes_call_grammar(tools: &[ToolSpec]) -> String {
+const HERMES_OPEN: &str = "<tool_call>";
+
+/// Lark rules for one hermes-format call of any of `tools`: rule `body`
+/// for the whole call, or rule `call` for what follows the open marker.
+fn hermes_call_grammar(tools: &[ToolSpec], after_open: bool) -> String {
     let calls: Vec<Value> = tools
         .iter()
         .map(|t| {
@@ -315,7 +341,12 @@ fn hermes_call_grammar(tools: &[ToolSpec]) -> String {
         })
         .collect();
     let schema = compact(json!({"anyOf": calls}));
-    format!("body: \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncall: %json {schema}\n")
+    let call = format!("call: \"\\n\" args \"\\n</tool_call>\"\nargs: %json {schema}\n");
+    if after_open {
+        call
+    } else {
+        format!("body: \"{HERMES_OPEN}\" call\n{call}")
+    }
 }
 
 /// One request's grammar position.

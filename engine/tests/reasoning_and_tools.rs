@@ -367,3 +367,41 @@ fn with_thinking_on_the_constraint_starts_after_reasoning() {
     assert_eq!(call["name"], "search");
     assert_matches_schema(call["arguments"].as_str().unwrap(), &params);
 }
+
+#[test]
+fn a_strict_tool_under_auto_allows_text_or_a_valid_call() {
+    let api = api(EngineConfig {
+        grammar_constraints: true,
+        concurrent: 2,
+        ..Default::default()
+    });
+    let strict = |mut body: Value| {
+        body["tools"] = json!([{"type": "function", "function": {"name": "lookup", "strict": true,
+            "parameters": {"type": "object", "properties": {"q": {"type": "string", "maxLength": 20}},
+                           "required": ["q"], "additionalProperties": false}}}]);
+        body
+    };
+    // The model chooses to call: the call is valid against the schema.
+    let called = complete(&api, &strict(calling_pattern(json!("auto"))));
+    let choice = &called["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{called}");
+    let args = choice["message"]["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .unwrap();
+    let args: Value = serde_json::from_str(args).unwrap();
+    assert!(
+        args["q"].as_str().is_some_and(|q| q.len() <= 20),
+        "{called}"
+    );
+
+    // The model chooses to answer: plain text is untouched.
+    let mut ask = question("What is the capital of France?", 20);
+    ask["tool_choice"] = json!("auto");
+    let answered = complete(&api, &strict(ask));
+    let message = &answered["choices"][0]["message"];
+    assert!(message.get("tool_calls").is_none(), "{answered}");
+    assert!(
+        message["content"].as_str().unwrap().contains("Paris"),
+        "{answered}"
+    );
+}
