@@ -1,5 +1,22 @@
-//! afm's harness: assertion suites and benchmarks that talk OpenAI wire JSON to
-//! the in-process engine or to any server over HTTP.
+//! afm's harness: assertion suites that talk OpenAI wire JSON to the
+//! in-process engine or to any server over HTTP, their reports, and the
+//! diff of two reports that CI gates on.
 //!
-//! The suites, targets and reports arrive with the harness issue; for now the
-//! crate only reserves its place in the workspace and its two binaries.
+//! Data flow of `afm-test run`: [`suite`] files are loaded and selected,
+//! [`capabilities`] are probed on the [`target`], the [`runner`] plays each
+//! case's scenario and evaluates its [`checks`] on the [`reply`]s, and the
+//! results become a [`report`] (JSON, [`html`], [`junit`]). [`diff`]
+//! compares two reports, with [`known_failures`] attributing old failures.
+
+pub mod capabilities;
+pub mod checks;
+pub mod diff;
+pub mod html;
+pub mod junit;
+pub mod known_failures;
+pub mod reply;
+pub mod report;
+pub mod run_info;
+pub mod runner;
+pub mod suite;
+pub mod target;

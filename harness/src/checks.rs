@@ -1,0 +1,713 @@
+//! The check vocabulary of the suites. Each check is a `[[case.check]]`
+//! table with a `kind` and its parameters (listed in `suites/README.md`);
+//! it looks at the scenario's replies and fails with what it expected and
+//! what it saw.
+
+use std::collections::{BTreeSet, HashMap};
+
+use anyhow::{bail, Result};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::reply::Reply;
+use crate::target::Exchange;
+
+/// A part of a reply that equality checks compare.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Field {
+    #[default]
+    Content,
+    Reasoning,
+    ToolCalls,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Check {
+    /// The HTTP status.
+    Status {
+        equals: u16,
+    },
+    /// An OpenAI error body: `error.message` and `error.type` strings, and
+    /// `error.param` when given.
+    ErrorBody {
+        #[serde(default)]
+        param: Option<String>,
+    },
+    /// No error object and no transport failure.
+    NoError,
+    FinishReason {
+        one_of: Vec<String>,
+    },
+    ContentNonEmpty,
+    /// A regex over the content (`(?i)` for case-insensitive).
+    ContentMatches {
+        pattern: String,
+    },
+    ContentNotContains {
+        any: Vec<String>,
+    },
+    ReasoningNonEmpty,
+    ReasoningEmpty,
+    ReasoningNotContains {
+        any: Vec<String>,
+    },
+    /// The content is one JSON value (surrounding whitespace allowed).
+    JsonValid,
+    /// The content validates against `schema`, by default the request's
+    /// `response_format.json_schema.schema`.
+    JsonSchema {
+        #[serde(default)]
+        schema: Option<Value>,
+    },
+    /// Tool calls: exactly `count` (default: at least one), the first named
+    /// `name` when given.
+    ToolCall {
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        count: Option<usize>,
+    },
+    NoToolCalls,
+    /// Every call's arguments are one JSON object valid against the called
+    /// tool's `parameters` in the request (types included: "10" is not an
+    /// integer).
+    ToolArgs,
+    /// Ids present and distinct; each call's id and name sent once.
+    ToolCallIds,
+    /// Usage present and consistent (total = prompt + completion), with
+    /// optional bounds.
+    Usage {
+        #[serde(default)]
+        completion_max: Option<u64>,
+        #[serde(default)]
+        reasoning_min: Option<u64>,
+        #[serde(default)]
+        reasoning_max: Option<u64>,
+    },
+    /// `usage.prompt_tokens_details.cached_tokens` within bounds.
+    CachedTokens {
+        #[serde(default)]
+        min: Option<u64>,
+        #[serde(default)]
+        max: Option<u64>,
+        /// At least this share of the prompt.
+        #[serde(default)]
+        min_fraction: Option<f64>,
+        /// At most this share of the prompt.
+        #[serde(default)]
+        max_fraction: Option<f64>,
+        /// Subjects allowed to miss the bounds (requests released together:
+        /// the first computes the shared prefix the others reuse).
+        #[serde(default)]
+        allow_misses: usize,
+    },
+    /// Subject k's content holds `marker` with `{{slot}}` = k, and no other
+    /// subject's marker (parallel requests keep their own replies).
+    OwnMarker {
+        marker: String,
+    },
+    /// Logprobs for the content: present, every value <= 0 and finite,
+    /// `top` alternatives each, token bytes given.
+    Logprobs {
+        top: usize,
+    },
+    /// The stream follows OpenAI's SSE protocol.
+    Sse,
+    Header {
+        name: String,
+        equals: String,
+    },
+    /// All subjects of the scenario agree on `field`.
+    AllEqual {
+        #[serde(default)]
+        field: Field,
+    },
+    /// Each subject equals step `of` of the scenario on `field`.
+    SameAs {
+        of: usize,
+        #[serde(default)]
+        field: Field,
+    },
+    /// No word 4-gram occurs more than `max` times (repetition loops).
+    NoRepetition {
+        max: usize,
+    },
+    /// `GET /v1/models` lists at least one model with an id.
+    ModelsList,
+}
+
+/// A failed check: what it wanted and what it saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub check: String,
+    pub expected: String,
+    pub actual: String,
+}
+
+/// A check as written in a case: the check and, optionally, the scenario
+/// step it looks at instead of the scenario's default subjects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckSpec {
+    #[serde(flatten)]
+    pub check: Check,
+    #[serde(default)]
+    pub step: Option<usize>,
+}
+
+impl CheckSpec {
+    pub fn validate(&self) -> Result<()> {
+        match &self.check {
+            Check::ContentMatches { pattern } => {
+                if let Err(e) = Regex::new(pattern) {
+                    bail!("content_matches: bad pattern: {e}");
+                }
+            }
+            Check::JsonSchema { schema: Some(s) } => {
+                if let Err(e) = jsonschema::validator_for(s) {
+                    bail!("json_schema: bad schema: {e}");
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Runs the check over `steps`, on `subjects` (indices into `steps`)
+    /// unless it names a step.
+    pub fn evaluate(&self, steps: &[Exchange], subjects: &[usize]) -> Vec<Failure> {
+        let on: Vec<usize> = match self.step {
+            Some(s) => vec![s],
+            None => subjects.to_vec(),
+        };
+        let kind = kind_name(&self.check);
+        let fail = |expected: String, actual: String| Failure {
+            check: kind.clone(),
+            expected,
+            actual,
+        };
+        if on.iter().any(|&i| i >= steps.len()) {
+            return vec![fail(
+                format!("step {:?}", self.step),
+                format!("{} steps", steps.len()),
+            )];
+        }
+        match &self.check {
+            Check::AllEqual { field } => {
+                let values: Vec<String> = on
+                    .iter()
+                    .map(|&i| field_of(&Reply::of(&steps[i]), *field))
+                    .collect();
+                let distinct: BTreeSet<&String> = values.iter().collect();
+                if distinct.len() > 1 {
+                    let listing = values
+                        .iter()
+                        .enumerate()
+                        .map(|(k, v)| format!("[{}] {}", on[k], clip(v)))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    return vec![fail(
+                        format!("{} identical {field:?}", values.len()),
+                        format!("{} different:\n{listing}", distinct.len()),
+                    )];
+                }
+                Vec::new()
+            }
+            Check::CachedTokens { allow_misses, .. } if *allow_misses > 0 => {
+                let misses: Vec<String> = on
+                    .iter()
+                    .filter_map(|&i| {
+                        check_one(&self.check, &steps[i])
+                            .err()
+                            .map(|(e, a)| format!("step {i}: {a} (wanted {e})"))
+                    })
+                    .collect();
+                if misses.len() > *allow_misses {
+                    return vec![fail(
+                        format!("at most {allow_misses} of {} outside the bounds", on.len()),
+                        misses.join("; "),
+                    )];
+                }
+                Vec::new()
+            }
+            Check::OwnMarker { marker } => {
+                let markers: Vec<String> = (0..on.len())
+                    .map(|k| marker.replace("{{slot}}", &k.to_string()))
+                    .collect();
+                on.iter()
+                    .enumerate()
+                    .filter_map(|(k, &i)| {
+                        let content = Reply::of(&steps[i]).content;
+                        let others: Vec<&String> = markers
+                            .iter()
+                            .enumerate()
+                            .filter(|(j, m)| {
+                                *j != k
+                                    && !markers[k].contains(m.as_str())
+                                    && content.contains(m.as_str())
+                            })
+                            .map(|(_, m)| m)
+                            .collect();
+                        (!content.contains(&markers[k]) || !others.is_empty()).then(|| {
+                            fail(
+                                format!("slot {k}: {:?} and no other slot's marker", markers[k]),
+                                format!("step {i}: {}", clip(&content)),
+                            )
+                        })
+                    })
+                    .collect()
+            }
+            Check::SameAs { of: step, field } => {
+                let Some(reference) = steps.get(*step) else {
+                    return vec![fail(format!("step {step}"), "no such step".into())];
+                };
+                let want = field_of(&Reply::of(reference), *field);
+                on.iter()
+                    .filter(|&&i| i != *step)
+                    .filter_map(|&i| {
+                        let got = field_of(&Reply::of(&steps[i]), *field);
+                        (got != want).then(|| {
+                            fail(
+                                format!("{field:?} of step {step}: {}", clip(&want)),
+                                format!("step {i}: {}", clip(&got)),
+                            )
+                        })
+                    })
+                    .collect()
+            }
+            check => on
+                .iter()
+                .filter_map(|&i| {
+                    check_one(check, &steps[i]).err().map(|(expected, actual)| {
+                        let actual = if on.len() > 1 {
+                            format!("step {i}: {actual}")
+                        } else {
+                            actual
+                        };
+                        fail(expected, actual)
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+fn kind_name(c: &Check) -> String {
+    serde_json::to_value(c)
+        .ok()
+        .and_then(|v| v["kind"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn field_of(r: &Reply, f: Field) -> String {
+    match f {
+        Field::Content => r.content.clone(),
+        Field::Reasoning => r.reasoning.clone(),
+        Field::ToolCalls => r
+            .tool_calls
+            .iter()
+            .map(|c| format!("{}({})", c.name, normalized_json(&c.arguments)))
+            .collect::<Vec<_>>()
+            .join(";"),
+    }
+}
+
+/// JSON text with members in a canonical form, so `{"a": 1}` and
+/// `{"a":1}` compare equal; non-JSON is kept as is.
+fn normalized_json(text: &str) -> String {
+    serde_json::from_str::<Value>(text)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| text.to_string())
+}
+
+fn clip(s: &str) -> String {
+    const MAX: usize = 400;
+    if s.len() <= MAX {
+        return format!("{s:?}");
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}… ({} bytes)", &s[..end], s.len())
+}
+
+type Outcome = std::result::Result<(), (String, String)>;
+
+fn ensure(ok: bool, expected: impl Into<String>, actual: impl FnOnce() -> String) -> Outcome {
+    if ok {
+        Ok(())
+    } else {
+        Err((expected.into(), actual()))
+    }
+}
+
+fn check_one(check: &Check, ex: &Exchange) -> Outcome {
+    if let Some(e) = &ex.transport_error {
+        return Err(("a response".into(), format!("transport error: {e}")));
+    }
+    let r = Reply::of(ex);
+    match check {
+        Check::Status { equals } => {
+            ensure(ex.status == *equals, format!("status {equals}"), || {
+                format!("status {}: {}", ex.status, clip(&ex.body.to_string()))
+            })
+        }
+        Check::ErrorBody { param } => {
+            let e = &ex.body["error"];
+            let shaped =
+                e["message"].as_str().is_some_and(|m| !m.is_empty()) && e["type"].is_string();
+            ensure(shaped, "an OpenAI error body", || {
+                clip(&ex.body.to_string())
+            })?;
+            match param {
+                Some(p) => ensure(
+                    e["param"].as_str() == Some(p),
+                    format!("error.param {p:?}"),
+                    || format!("error.param {}", e["param"]),
+                ),
+                None => Ok(()),
+            }
+        }
+        Check::NoError => ensure(r.error.is_none() && ex.status < 400, "no error", || {
+            format!(
+                "status {}: {}",
+                ex.status,
+                r.error.as_ref().unwrap_or(&ex.body)
+            )
+        }),
+        Check::FinishReason { one_of } => ensure(
+            r.finish_reason.as_ref().is_some_and(|f| one_of.contains(f)),
+            format!("finish_reason in {one_of:?}"),
+            || format!("{:?}", r.finish_reason),
+        ),
+        Check::ContentNonEmpty => ensure(!r.content.trim().is_empty(), "non-empty content", || {
+            format!(
+                "empty content (finish_reason {:?}, {} tool calls)",
+                r.finish_reason,
+                r.tool_calls.len()
+            )
+        }),
+        Check::ContentMatches { pattern } => {
+            let re = Regex::new(pattern).map_err(|e| (pattern.clone(), e.to_string()))?;
+            ensure(
+                re.is_match(&r.content),
+                format!("content matching /{pattern}/"),
+                || clip(&r.content),
+            )
+        }
+        Check::ContentNotContains { any } => not_contains("content", &r.content, any),
+        Check::ReasoningNonEmpty => ensure(
+            !r.reasoning.trim().is_empty(),
+            "non-empty reasoning",
+            || "no reasoning".into(),
+        ),
+        Check::ReasoningEmpty => ensure(r.reasoning.is_empty(), "no reasoning", || {
+            clip(&r.reasoning)
+        }),
+        Check::ReasoningNotContains { any } => not_contains("reasoning", &r.reasoning, any),
+        Check::JsonValid => serde_json::from_str::<Value>(r.content.trim())
+            .map(|_| ())
+            .map_err(|e| ("valid JSON".into(), format!("{e}: {}", clip(&r.content)))),
+        Check::JsonSchema { schema } => {
+            let schema = schema
+                .clone()
+                .or_else(|| {
+                    ex.request
+                        .pointer("/response_format/json_schema/schema")
+                        .cloned()
+                })
+                .ok_or(("a schema".into(), "none in the case or request".into()))?;
+            let value: Value = serde_json::from_str(r.content.trim())
+                .map_err(|e| ("valid JSON".into(), format!("{e}: {}", clip(&r.content))))?;
+            schema_errors(&schema, &value)
+        }
+        Check::ToolCall { name, count } => {
+            let n = r.tool_calls.len();
+            match count {
+                Some(c) => ensure(n == *c, format!("{c} tool calls"), || {
+                    format!("{n}; content {}", clip(&r.content))
+                })?,
+                None => ensure(n > 0, "a tool call", || {
+                    format!("none; content {}", clip(&r.content))
+                })?,
+            }
+            match (name, r.tool_calls.first()) {
+                (Some(want), Some(c)) => ensure(&c.name == want, format!("tool {want}"), || {
+                    format!("tool {}", c.name)
+                }),
+                _ => Ok(()),
+            }
+        }
+        Check::NoToolCalls => ensure(r.tool_calls.is_empty(), "no tool calls", || {
+            format!("{:?}", r.tool_calls)
+        }),
+        Check::ToolArgs => {
+            let tools = tool_schemas(&ex.request);
+            for c in &r.tool_calls {
+                let args: Value = serde_json::from_str(&c.arguments).map_err(|e| {
+                    (
+                        "arguments: one JSON object".to_string(),
+                        format!("{}: {e}: {}", c.name, clip(&c.arguments)),
+                    )
+                })?;
+                ensure(args.is_object(), "arguments: a JSON object", || {
+                    format!("{}: {}", c.name, clip(&c.arguments))
+                })?;
+                let schema = tools.get(&c.name).ok_or((
+                    "a call of an offered tool".to_string(),
+                    format!("unknown tool {:?}", c.name),
+                ))?;
+                schema_errors(schema, &args).map_err(|(e, a)| (e, format!("{}: {a}", c.name)))?;
+            }
+            Ok(())
+        }
+        Check::ToolCallIds => {
+            let ids: Vec<&str> = r
+                .tool_calls
+                .iter()
+                .filter_map(|c| c.id.as_deref())
+                .collect();
+            ensure(
+                ids.len() == r.tool_calls.len(),
+                "an id on every call",
+                || format!("{} ids for {} calls", ids.len(), r.tool_calls.len()),
+            )?;
+            let distinct: BTreeSet<&&str> = ids.iter().collect();
+            ensure(distinct.len() == ids.len(), "distinct ids", || {
+                format!("{ids:?}")
+            })?;
+            let repeated: usize = r.tool_calls.iter().map(|c| c.repeated_headers).sum();
+            ensure(repeated == 0, "each call's id and name sent once", || {
+                format!("{repeated} repeated headers")
+            })
+        }
+        Check::Usage {
+            completion_max,
+            reasoning_min,
+            reasoning_max,
+        } => {
+            let prompt = r.usage_field("prompt_tokens");
+            let completion = r.usage_field("completion_tokens");
+            let total = r.usage_field("total_tokens");
+            let (Some(p), Some(c), Some(t)) = (prompt, completion, total) else {
+                return Err((
+                    "usage with prompt, completion and total tokens".into(),
+                    format!("{:?}", r.usage),
+                ));
+            };
+            ensure(
+                p > 0 && t == p + c,
+                "total = prompt + completion, prompt > 0",
+                || format!("prompt {p}, completion {c}, total {t}"),
+            )?;
+            if let Some(max) = completion_max {
+                ensure(c <= *max, format!("completion_tokens <= {max}"), || {
+                    c.to_string()
+                })?;
+            }
+            let reasoning = r
+                .usage_field("completion_tokens_details.reasoning_tokens")
+                .unwrap_or(0);
+            if let Some(min) = reasoning_min {
+                ensure(
+                    reasoning >= *min,
+                    format!("reasoning_tokens >= {min}"),
+                    || reasoning.to_string(),
+                )?;
+            }
+            if let Some(max) = reasoning_max {
+                ensure(
+                    reasoning <= *max,
+                    format!("reasoning_tokens <= {max}"),
+                    || reasoning.to_string(),
+                )?;
+            }
+            Ok(())
+        }
+        Check::CachedTokens {
+            min,
+            max,
+            min_fraction,
+            max_fraction,
+            ..
+        } => {
+            let cached = r
+                .usage_field("prompt_tokens_details.cached_tokens")
+                .ok_or((
+                    "usage.prompt_tokens_details.cached_tokens".into(),
+                    format!("{:?}", r.usage),
+                ))?;
+            let prompt = r.usage_field("prompt_tokens").unwrap_or(0);
+            let expected = format!(
+                "cached_tokens in [{}, {}]{}",
+                min.map_or("0".into(), |m| m.to_string()),
+                max.map_or("prompt".into(), |m| m.to_string()),
+                min_fraction.map_or(String::new(), |f| format!(", >= {f} of the prompt"))
+                    + &max_fraction.map_or(String::new(), |f| format!(", <= {f} of the prompt"))
+            );
+            let low = min
+                .unwrap_or(0)
+                .max(min_fraction.map_or(0, |f| (f * prompt as f64).ceil() as u64));
+            let high = max
+                .unwrap_or(prompt)
+                .min(max_fraction.map_or(prompt, |f| (f * prompt as f64).floor() as u64));
+            ensure(
+                cached >= low && cached <= high && cached <= prompt,
+                expected,
+                || format!("{cached} of {prompt}"),
+            )
+        }
+        Check::Logprobs { top } => {
+            ensure(!r.logprobs.is_empty(), "logprobs for the content", || {
+                if r.logprobs_present {
+                    "an empty logprobs list".into()
+                } else {
+                    "no logprobs".into()
+                }
+            })?;
+            for (k, t) in r.logprobs.iter().enumerate() {
+                let lp = t["logprob"].as_f64();
+                ensure(
+                    lp.is_some_and(|v| v <= 0.0 && v.is_finite()),
+                    "logprob <= 0",
+                    || format!("token {k}: {}", t["logprob"]),
+                )?;
+                ensure(t["bytes"].is_array(), "token bytes", || {
+                    format!("token {k}: {t}")
+                })?;
+                let alts = t["top_logprobs"].as_array().map_or(0, Vec::len);
+                ensure(alts == *top, format!("{top} top_logprobs"), || {
+                    format!("token {k}: {alts}")
+                })?;
+            }
+            Ok(())
+        }
+        Check::Sse => sse_protocol(ex),
+        Check::Header { name, equals } => {
+            let got = ex.headers.get(&name.to_ascii_lowercase());
+            ensure(got == Some(equals), format!("{name}: {equals}"), || {
+                format!("{got:?}")
+            })
+        }
+        Check::NoRepetition { max } => {
+            let words: Vec<&str> = r.content.split_whitespace().collect();
+            let mut counts: HashMap<&[&str], usize> = HashMap::new();
+            for w in words.windows(4) {
+                *counts.entry(w).or_default() += 1;
+            }
+            let worst = counts.iter().max_by_key(|(_, n)| **n);
+            match worst {
+                Some((gram, n)) if *n > *max => Err((
+                    format!("no 4-word sequence more than {max} times"),
+                    format!("{:?} {n} times", gram.join(" ")),
+                )),
+                _ => Ok(()),
+            }
+        }
+        Check::ModelsList => {
+            let ok = ex.body["data"]
+                .as_array()
+                .is_some_and(|d| !d.is_empty() && d.iter().all(|m| m["id"].is_string()));
+            ensure(ok, "a list of models with ids", || {
+                clip(&ex.body.to_string())
+            })
+        }
+        Check::AllEqual { .. } | Check::SameAs { .. } | Check::OwnMarker { .. } => Ok(()),
+    }
+}
+
+fn not_contains(what: &str, text: &str, any: &[String]) -> Outcome {
+    match any.iter().find(|m| text.contains(m.as_str())) {
+        Some(m) => Err((format!("{what} without {m:?}"), clip(text))),
+        None => Ok(()),
+    }
+}
+
+fn schema_errors(schema: &Value, value: &Value) -> Outcome {
+    let validator = jsonschema::validator_for(schema)
+        .map_err(|e| ("a valid schema".to_string(), e.to_string()))?;
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    ensure(errors.is_empty(), "valid against the schema", || {
+        format!("{}: {}", errors.join("; "), clip(&value.to_string()))
+    })
+}
+
+fn tool_schemas(request: &Value) -> HashMap<String, Value> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            let f = &t["function"];
+            Some((
+                f["name"].as_str()?.to_string(),
+                f.get("parameters")
+                    .cloned()
+                    .unwrap_or(serde_json::json!({"type": "object"})),
+            ))
+        })
+        .collect()
+}
+
+fn sse_protocol(ex: &Exchange) -> Outcome {
+    ensure(ex.status == 200, "status 200", || ex.status.to_string())?;
+    ensure(!ex.chunks.is_empty(), "stream chunks", || {
+        format!("none; body {}", clip(&ex.body.to_string()))
+    })?;
+    ensure(ex.malformed_lines.is_empty(), "only data: lines", || {
+        format!("{:?}", ex.malformed_lines)
+    })?;
+    ensure(ex.done_marker, "data: [DONE] last", || "no [DONE]".into())?;
+    let ids: BTreeSet<&str> = ex.chunks.iter().filter_map(|c| c["id"].as_str()).collect();
+    ensure(ids.len() == 1, "one id for all chunks", || {
+        format!("{ids:?}")
+    })?;
+    let chat = ex.path.ends_with("/chat/completions");
+    let object = if chat {
+        "chat.completion.chunk"
+    } else {
+        "text_completion"
+    };
+    if let Some(c) = ex.chunks.iter().find(|c| c["object"] != object) {
+        return Err((format!("object {object}"), clip(&c.to_string())));
+    }
+    if chat {
+        let role = ex.chunks[0].pointer("/choices/0/delta/role");
+        ensure(
+            role.and_then(Value::as_str) == Some("assistant"),
+            "the first delta carries role assistant",
+            || clip(&ex.chunks[0].to_string()),
+        )?;
+    }
+    let finishes = ex
+        .chunks
+        .iter()
+        .filter(|c| {
+            c.pointer("/choices/0/finish_reason")
+                .is_some_and(|f| !f.is_null())
+        })
+        .count();
+    ensure(finishes == 1, "one chunk with a finish_reason", || {
+        format!("{finishes}")
+    })?;
+    let wants_usage = ex
+        .request
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        == Some(true);
+    if wants_usage {
+        let last = ex.chunks.last().expect("chunks");
+        ensure(
+            last["usage"].is_object() && last["choices"].as_array().is_some_and(Vec::is_empty),
+            "a final usage chunk with empty choices",
+            || clip(&last.to_string()),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! Self-contained HTML pages (tera templates under `reports/`, compiled
+//! into the binary): the run report and the diff of two reports.
+
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+use similar::{ChangeTag, TextDiff};
+use tera::{Context, Tera};
+
+use crate::diff::{Change, Diff, Entry, GROUPS};
+use crate::report::Report;
+
+const REPORT: &str = include_str!("../../reports/report.html.tera");
+const DIFF: &str = include_str!("../../reports/diff.html.tera");
+
+/// One line of an expected-vs-actual diff.
+#[derive(Serialize)]
+struct Line {
+    tag: &'static str,
+    text: String,
+}
+
+#[derive(Serialize)]
+struct FailureView {
+    check: String,
+    expected: String,
+    actual: String,
+    diff: Vec<Line>,
+}
+
+fn tera() -> Result<Tera> {
+    let mut t = Tera::new();
+    t.autoescape_on([".html"]);
+    t.add_raw_template("report.html", REPORT)
+        .context("report template")?;
+    t.add_raw_template("diff.html", DIFF)
+        .context("diff template")?;
+    Ok(t)
+}
+
+/// Fails early (before a long run) if a template does not compile.
+pub fn check_templates() -> Result<()> {
+    tera().map(|_| ())
+}
+
+fn line_diff(expected: &str, actual: &str) -> Vec<Line> {
+    TextDiff::from_words(expected, actual)
+        .iter_all_changes()
+        .map(|c| Line {
+            tag: match c.tag() {
+                ChangeTag::Equal => "eq",
+                ChangeTag::Delete => "del",
+                ChangeTag::Insert => "ins",
+            },
+            text: c.value().to_string(),
+        })
+        .collect()
+}
+
+pub fn render_report(report: &Report) -> Result<String> {
+    let failures: Vec<Vec<FailureView>> = report
+        .cases
+        .iter()
+        .map(|c| {
+            c.failures
+                .iter()
+                .map(|f| FailureView {
+                    check: f.check.clone(),
+                    expected: f.expected.clone(),
+                    actual: f.actual.clone(),
+                    diff: line_diff(&f.expected, &f.actual),
+                })
+                .collect()
+        })
+        .collect();
+    let mut sections: Vec<String> = report.cases.iter().map(|c| c.section.clone()).collect();
+    sections.dedup();
+    let steps: Vec<String> = report
+        .cases
+        .iter()
+        .map(|c| serde_json::to_string_pretty(&c.steps).unwrap_or_default())
+        .collect();
+    let mut ctx = Context::new();
+    ctx.insert("report", report);
+    ctx.insert("failures", &failures);
+    ctx.insert("sections", &sections);
+    ctx.insert("steps", &steps);
+    tera()?
+        .render("report.html", &ctx)
+        .context("rendering the HTML report")
+}
+
+#[derive(Serialize)]
+struct Group<'a> {
+    title: &'static str,
+    regression: bool,
+    entries: Vec<&'a Entry>,
+}
+
+pub fn render_diff(diff: &Diff) -> Result<String> {
+    let groups: Vec<Group> = GROUPS
+        .iter()
+        .filter(|g| **g != Change::Unchanged)
+        .map(|g| Group {
+            title: g.title(),
+            regression: *g == Change::Regression,
+            entries: diff.entries.iter().filter(|e| e.change == *g).collect(),
+        })
+        .collect();
+    let mut ctx = Context::new();
+    ctx.insert("diff", diff);
+    ctx.insert("groups", &groups);
+    ctx.insert("unchanged", &diff.count(Change::Unchanged));
+    tera()?
+        .render("diff.html", &ctx)
+        .context("rendering the HTML diff")
+}

@@ -1,0 +1,81 @@
+//! Known failures: a TOML file that attributes failing cases to issues,
+//! so a report and a diff tell pre-existing, explained failures from new
+//! ones.
+//!
+//! ```toml
+//! [[known]]
+//! id = "reasoning.think_split"
+//! issue = "https://example.org/issues/12"
+//! reason = "the bundled model has no reasoning mode"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+use crate::report::Report;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Known {
+    pub id: String,
+    pub issue: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct KnownFailures {
+    by_id: BTreeMap<String, Known>,
+}
+
+#[derive(Deserialize)]
+struct File {
+    #[serde(default)]
+    known: Vec<Known>,
+}
+
+impl KnownFailures {
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading known failures {}", path.display()))?;
+        let file: File =
+            toml::from_str(&text).with_context(|| format!("known failures {}", path.display()))?;
+        Ok(KnownFailures {
+            by_id: file.known.into_iter().map(|k| (k.id.clone(), k)).collect(),
+        })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Known> {
+        self.by_id.get(id)
+    }
+
+    /// How an entry reads in reports: the issue, then the reason.
+    pub fn label(&self, id: &str) -> Option<String> {
+        self.get(id).map(|k| {
+            if k.reason.is_empty() {
+                k.issue.clone()
+            } else {
+                format!("{} ({})", k.issue, k.reason)
+            }
+        })
+    }
+
+    /// Attributes the report's failures to known issues.
+    pub fn annotate(&self, report: &mut Report) {
+        for c in &mut report.cases {
+            c.known_issue = if c.status.failed() {
+                self.label(&c.id)
+            } else {
+                None
+            };
+        }
+        report.summary.known = report
+            .cases
+            .iter()
+            .filter(|c| c.status.failed() && c.known_issue.is_some())
+            .count();
+    }
+}

@@ -1,0 +1,223 @@
+//! The canonical run report (JSON): run metadata and one result per case
+//! with its status, what was expected and seen, and every request sent.
+//! HTML and JUnit are rendered from it; `afm-test diff` compares two.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::capabilities::Capabilities;
+use crate::checks::Failure;
+use crate::reply::Reply;
+use crate::suite::{Case, Tier};
+use crate::target::Exchange;
+
+/// Report format version; readers refuse others.
+pub const FORMAT: &str = "afm-test-report/1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Fail,
+    Skip,
+    /// The case could not be carried out (transport failure).
+    Error,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Skip => "skip",
+            Status::Error => "error",
+        }
+    }
+
+    pub fn failed(self) -> bool {
+        matches!(self, Status::Fail | Status::Error)
+    }
+}
+
+/// One request of a case and what came back (the reply read the same way
+/// for streams and whole bodies).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub path: String,
+    pub request: Value,
+    pub streamed: bool,
+    pub status: u16,
+    pub reply: Reply,
+    /// Error bodies and non-JSON bodies, verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport_error: Option<String>,
+    pub millis: f64,
+}
+
+impl StepRecord {
+    pub fn of(ex: &Exchange) -> StepRecord {
+        let reply = Reply::of(ex);
+        let keep_body = ex.status >= 400 || !(ex.body.is_object() || ex.body.is_null());
+        StepRecord {
+            path: ex.path.clone(),
+            request: ex.request.clone(),
+            streamed: ex.streamed,
+            status: ex.status,
+            reply,
+            body: keep_body.then(|| ex.body.clone()),
+            transport_error: ex.transport_error.clone(),
+            millis: ex.millis,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseResult {
+    pub id: String,
+    pub name: String,
+    pub section: String,
+    pub tier: Tier,
+    #[serde(default)]
+    pub seeds: Vec<String>,
+    pub status: Status,
+    /// Why it was skipped or could not run.
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub failures: Vec<Failure>,
+    pub steps: Vec<StepRecord>,
+    pub millis: f64,
+    /// A known-failures entry that attributes this failure to an issue.
+    #[serde(default)]
+    pub known_issue: Option<String>,
+}
+
+impl CaseResult {
+    pub fn skipped(section: &str, case: &Case, reason: String) -> Self {
+        CaseResult {
+            id: case.id.clone(),
+            name: case.name.clone(),
+            section: section.to_string(),
+            tier: case.tier,
+            seeds: case.seeds.clone(),
+            status: Status::Skip,
+            reason: Some(reason),
+            failures: Vec::new(),
+            steps: Vec::new(),
+            millis: 0.0,
+            known_issue: None,
+        }
+    }
+
+    /// The content of each step, for output diffs.
+    pub fn actual_text(&self) -> String {
+        self.steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut t = format!("step {i} ({}): ", s.status);
+                if !s.reply.reasoning.is_empty() {
+                    t.push_str(&format!("[reasoning] {} ", s.reply.reasoning));
+                }
+                t.push_str(&s.reply.content);
+                for c in &s.reply.tool_calls {
+                    t.push_str(&format!(" [call {}({})]", c.name, c.arguments));
+                }
+                if let Some(e) = &s.reply.error {
+                    t.push_str(&format!(" [error {e}]"));
+                }
+                t
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Where and how a run happened.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub target: String,
+    pub model: String,
+    /// Engine settings (in-process) or what the user said of the server.
+    pub server_flags: Vec<String>,
+    pub engine_version: String,
+    pub git_commit: Option<String>,
+    pub host: String,
+    pub started: String,
+    pub wall_seconds: f64,
+    pub tier: Option<Tier>,
+    pub seed: u64,
+    pub capabilities: Capabilities,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Summary {
+    pub pass: usize,
+    pub fail: usize,
+    pub skip: usize,
+    pub error: usize,
+    /// Failures attributed to a known issue.
+    pub known: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub format: String,
+    pub run: RunInfo,
+    pub summary: Summary,
+    pub cases: Vec<CaseResult>,
+}
+
+impl Report {
+    pub fn new(run: RunInfo, cases: Vec<CaseResult>) -> Self {
+        let mut summary = Summary::default();
+        for c in &cases {
+            match c.status {
+                Status::Pass => summary.pass += 1,
+                Status::Fail => summary.fail += 1,
+                Status::Skip => summary.skip += 1,
+                Status::Error => summary.error += 1,
+            }
+            if c.status.failed() && c.known_issue.is_some() {
+                summary.known += 1;
+            }
+        }
+        Report {
+            format: FORMAT.into(),
+            run,
+            summary,
+            cases,
+        }
+    }
+
+    pub fn read(path: &Path) -> Result<Report> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading report {}", path.display()))?;
+        let report: Report = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not an afm-test report", path.display()))?;
+        anyhow::ensure!(
+            report.format == FORMAT,
+            "{}: report format {:?}, this afm-test reads {FORMAT:?}",
+            path.display(),
+            report.format
+        );
+        Ok(report)
+    }
+
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Failures not attributed to a known issue.
+    pub fn unexplained_failures(&self) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| c.status.failed() && c.known_issue.is_none())
+            .count()
+    }
+}

@@ -1,0 +1,365 @@
+//! Runs selected cases against a target: fills placeholders, plays each
+//! case's scenario, evaluates its checks, and records what happened.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio::sync::{Barrier, Semaphore};
+
+use crate::capabilities::Capabilities;
+use crate::report::{CaseResult, Status, StepRecord};
+use crate::suite::{Case, Mode, Scenario, Section, Selection};
+use crate::target::{Exchange, Target};
+
+/// Settings of one run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub selection: Selection,
+    /// Cases run at the same time (1: one after another).
+    pub concurrency: usize,
+    /// Seeds the nonces, and is the `seed` of requests that set none.
+    pub seed: u64,
+}
+
+/// Runs every selected case; `progress` is told after each one.
+pub async fn run(
+    target: &Target,
+    sections: &[Section],
+    capabilities: &Capabilities,
+    options: &RunOptions,
+    progress: impl Fn(&CaseResult) + Send + Sync + 'static,
+) -> Vec<CaseResult> {
+    let progress = Arc::new(progress);
+    let limit = Arc::new(Semaphore::new(options.concurrency.max(1)));
+    let mut handles = Vec::new();
+    let mut ordinal = 0u64;
+    for section in sections {
+        for case in &section.cases {
+            if !options.selection.includes(section, case) {
+                continue;
+            }
+            ordinal += 1;
+            let (target, case, section_id) =
+                (target.clone(), case.clone(), section.section.clone());
+            let missing = capabilities.missing(&case.requires);
+            let (limit, progress) = (limit.clone(), progress.clone());
+            let nonce = format!("{:x}", mix(options.seed, ordinal));
+            let seed = options.seed;
+            handles.push(tokio::spawn(async move {
+                let _slot = limit.acquire().await.expect("semaphore");
+                let result = match missing {
+                    Some(reason) => CaseResult::skipped(&section_id, &case, reason),
+                    None => run_case(&target, &section_id, &case, &nonce, seed).await,
+                };
+                progress(&result);
+                result
+            }));
+        }
+    }
+    let mut results = Vec::new();
+    for h in handles {
+        match h.await {
+            Ok(r) => results.push(r),
+            Err(e) => panic!("a case task failed: {e}"),
+        }
+    }
+    results
+}
+
+/// SplitMix64 step: distinct, reproducible nonces per case from one seed.
+fn mix(seed: u64, n: u64) -> u64 {
+    let mut z = seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+async fn run_case(
+    target: &Target,
+    section: &str,
+    case: &Case,
+    nonce: &str,
+    seed: u64,
+) -> CaseResult {
+    let start = Instant::now();
+    let modes: &[bool] = match (&case.scenario, case.mode) {
+        (Scenario::StreamPair | Scenario::Raw { .. }, _) => &[false],
+        (_, Mode::NonStream) => &[false],
+        (_, Mode::Stream) => &[true],
+        (_, Mode::Both) => &[false, true],
+    };
+    let mut steps = Vec::new();
+    let mut failures = Vec::new();
+    for &stream in modes {
+        let (exchanges, subjects) = play(target, case, stream, nonce, seed).await;
+        for spec in &case.checks {
+            for mut f in spec.evaluate(&exchanges, &subjects) {
+                if modes.len() > 1 {
+                    f.actual = format!("[{}] {}", mode_name(stream), f.actual);
+                }
+                failures.push(f);
+            }
+        }
+        steps.extend(exchanges.iter().map(StepRecord::of));
+    }
+    let errored = steps.iter().find_map(|s| s.transport_error.clone());
+    let status = match (&errored, failures.is_empty()) {
+        (Some(_), _) => Status::Error,
+        (None, true) => Status::Pass,
+        (None, false) => Status::Fail,
+    };
+    CaseResult {
+        id: case.id.clone(),
+        name: case.name.clone(),
+        section: section.to_string(),
+        tier: case.tier,
+        seeds: case.seeds.clone(),
+        status,
+        reason: errored,
+        failures,
+        steps,
+        millis: start.elapsed().as_secs_f64() * 1000.0,
+        known_issue: None,
+    }
+}
+
+fn mode_name(stream: bool) -> &'static str {
+    if stream {
+        "stream"
+    } else {
+        "non-stream"
+    }
+}
+
+/// Plays a scenario; returns its exchanges and the indices checks look at.
+async fn play(
+    target: &Target,
+    case: &Case,
+    stream: bool,
+    nonce: &str,
+    seed: u64,
+) -> (Vec<Exchange>, Vec<usize>) {
+    let prepare = |body: &Value, stream: bool, replies: &[String]| {
+        let mut body = fill(body, nonce, replies);
+        if let Value::Object(map) = &mut body {
+            map.entry("seed").or_insert(Value::from(seed));
+            if stream {
+                map.insert("stream".into(), Value::Bool(true));
+                map.entry("stream_options")
+                    .or_insert(serde_json::json!({"include_usage": true}));
+            }
+        }
+        body
+    };
+    let path = case.path.as_str();
+    match &case.scenario {
+        // No request body: a GET (model lists, health).
+        Scenario::Single if case.request.is_null() => (vec![target.get(path).await], vec![0]),
+        Scenario::Single => (
+            vec![
+                target
+                    .post(path, &prepare(&case.request, stream, &[]))
+                    .await,
+            ],
+            vec![0],
+        ),
+        Scenario::Parallel { n } => {
+            let body = prepare(&case.request, stream, &[]);
+            let bodies = (0..*n).map(|k| with_slot(&body, k)).collect();
+            let out = together(target, path, bodies).await;
+            let subjects = (0..out.len()).collect();
+            (out, subjects)
+        }
+        Scenario::Sequence { then } => {
+            let mut out = vec![
+                target
+                    .post(path, &prepare(&case.request, stream, &[]))
+                    .await,
+            ];
+            let mut replies = vec![crate::reply::Reply::of(&out[0]).content];
+            for next in then {
+                let ex = target.post(path, &prepare(next, stream, &replies)).await;
+                replies.push(crate::reply::Reply::of(&ex).content);
+                out.push(ex);
+            }
+            let last = out.len() - 1;
+            (out, vec![last])
+        }
+        Scenario::Replay => {
+            let body = prepare(&case.request, stream, &[]);
+            let cold = target.post(path, &body).await;
+            let warm = target.post(path, &body).await;
+            (vec![cold, warm], vec![1])
+        }
+        Scenario::StreamPair => {
+            let whole = target.post(path, &prepare(&case.request, false, &[])).await;
+            let streamed = target.post(path, &prepare(&case.request, true, &[])).await;
+            (vec![whole, streamed], vec![0, 1])
+        }
+        Scenario::BatchPositions {
+            n,
+            positions,
+            filler,
+        } => {
+            let probe = prepare(&case.request, stream, &[]);
+            let alone = target.post(path, &probe).await;
+            let other = prepare(filler, stream, &[]);
+            let bodies = (0..*n)
+                .map(|i| {
+                    if positions.contains(&i) {
+                        probe.clone()
+                    } else {
+                        other.clone()
+                    }
+                })
+                .collect();
+            let mut out = vec![alone];
+            out.extend(together(target, path, bodies).await);
+            let mut subjects = vec![0];
+            subjects.extend(positions.iter().filter(|&&p| p < *n).map(|p| p + 1));
+            (out, subjects)
+        }
+        Scenario::Raw { path, body } => {
+            let body = fill(&Value::String(body.clone()), nonce, &[]);
+            let bytes = body.as_str().unwrap_or_default().as_bytes().to_vec();
+            (vec![target.post_raw(path, bytes).await], vec![0])
+        }
+    }
+}
+
+/// `{{slot}}` replaced by the request's slot among parallel ones.
+fn with_slot(v: &Value, k: usize) -> Value {
+    match v {
+        Value::String(s) => Value::String(s.replace("{{slot}}", &k.to_string())),
+        Value::Array(items) => Value::Array(items.iter().map(|i| with_slot(i, k)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, v)| (key.clone(), with_slot(v, k)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Sends `bodies` at once: each task waits at a barrier, then posts.
+async fn together(target: &Target, path: &str, bodies: Vec<Value>) -> Vec<Exchange> {
+    let barrier = Arc::new(Barrier::new(bodies.len()));
+    let handles: Vec<_> = bodies
+        .into_iter()
+        .map(|b| {
+            let (target, barrier, path) = (target.clone(), barrier.clone(), path.to_string());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                target.post(&path, &b).await
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap_or_else(|e| Exchange {
+            transport_error: Some(format!("task failed: {e}")),
+            ..Default::default()
+        }));
+    }
+    out
+}
+
+/// Replaces placeholders in every string of `v`: `{{nonce}}` (unique to
+/// the case in this run), `{{filler:N}}` (N fixed sentences, a long
+/// prompt), `{{reply:K}}` (step K's content in a sequence).
+pub fn fill(v: &Value, nonce: &str, replies: &[String]) -> Value {
+    match v {
+        Value::String(s) if s.contains("{{") => Value::String(fill_text(s, nonce, replies)),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|i| fill(i, nonce, replies)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill(v, nonce, replies)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn fill_text(s: &str, nonce: &str, replies: &[String]) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(at) = rest.find("{{") {
+        out.push_str(&rest[..at]);
+        let Some(end) = rest[at..].find("}}") else {
+            out.push_str(&rest[at..]);
+            return out;
+        };
+        let name = rest[at + 2..at + end].trim();
+        match name.split_once(':') {
+            None if name == "nonce" => out.push_str(nonce),
+            Some(("filler", n)) => out.push_str(&filler(n.parse().unwrap_or(0))),
+            Some(("reply", k)) => {
+                let k: usize = k.parse().unwrap_or(usize::MAX);
+                out.push_str(replies.get(k).map_or("", String::as_str));
+            }
+            _ => out.push_str(&rest[at..at + end + 2]),
+        }
+        rest = &rest[at + end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Fixed, varied sentences (the same every run) for long prompts.
+fn filler(n: usize) -> String {
+    const SUBJECTS: [&str; 6] = [
+        "The archive",
+        "A river",
+        "The council",
+        "Each lamp",
+        "Our garden",
+        "The old clock",
+    ];
+    const VERBS: [&str; 5] = ["records", "follows", "remembers", "guards", "measures"];
+    const OBJECTS: [&str; 7] = [
+        "the northern road",
+        "every quiet evening",
+        "a list of names",
+        "the color of rain",
+        "seven stone bridges",
+        "the harvest ledger",
+        "a forgotten song",
+    ];
+    (0..n)
+        .map(|i| {
+            format!(
+                "Rule {i}: {} {} {}.",
+                SUBJECTS[i % SUBJECTS.len()],
+                VERBS[(i / 2) % VERBS.len()],
+                OBJECTS[(i * 3) % OBJECTS.len()]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn placeholders_are_filled_everywhere() {
+        let v = json!({"messages": [{"role": "user", "content": "id {{nonce}}: {{reply:0}} / {{filler:2}} {{other}}"}]});
+        let out = fill(&v, "abc", &["first".into()]);
+        let text = out["messages"][0]["content"].as_str().unwrap();
+        assert!(text.starts_with("id abc: first / Rule 0: "), "{text}");
+        assert!(text.contains("Rule 1: "), "{text}");
+        assert!(text.ends_with("{{other}}"), "{text}");
+    }
+
+    #[test]
+    fn nonces_differ_per_case_and_repeat_per_seed() {
+        assert_ne!(mix(7, 1), mix(7, 2));
+        assert_eq!(mix(7, 1), mix(7, 1));
+        assert_ne!(mix(7, 1), mix(8, 1));
+    }
+}

@@ -1,0 +1,174 @@
+//! Suites as data: one TOML file per section under `suites/`, read into
+//! [`Section`]s of [`Case`]s. Adding a case is editing TOML; the format is
+//! documented in `suites/README.md`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::checks::CheckSpec;
+
+/// How much of the suites a run covers; each tier includes the ones below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Smoke,
+    Standard,
+    Full,
+}
+
+impl std::str::FromStr for Tier {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "smoke" => Ok(Tier::Smoke),
+            "standard" => Ok(Tier::Standard),
+            "full" => Ok(Tier::Full),
+            other => Err(format!("unknown tier '{other}' (smoke, standard or full)")),
+        }
+    }
+}
+
+/// Whether a case's request is sent streamed, whole, or both ways (the
+/// checks must hold for each).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    #[default]
+    NonStream,
+    Stream,
+    Both,
+}
+
+/// How a case's request is sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Scenario {
+    /// Once.
+    Single,
+    /// `n` copies released together by a barrier; checks apply to each.
+    Parallel { n: usize },
+    /// The request, then each of `then` in order (multi-turn): each later
+    /// request may use `{{reply:K}}` for step K's content. Checks apply to
+    /// the last step unless they name one.
+    Sequence { then: Vec<Value> },
+    /// The same request twice, one after the other (cold, then warm);
+    /// checks apply to the warm one.
+    Replay,
+    /// The request streamed and whole; checks apply to both.
+    StreamPair,
+    /// The request in slots `positions` of `n` parallel requests whose
+    /// other slots carry `filler` (a different request); checks apply to
+    /// the probes.
+    BatchPositions {
+        n: usize,
+        positions: Vec<usize>,
+        filler: Value,
+    },
+    /// A raw body (not JSON-encoded by the harness) to a path, for
+    /// validation cases: `body` is sent as is.
+    Raw {
+        #[serde(default = "chat_path")]
+        path: String,
+        body: String,
+    },
+}
+
+fn chat_path() -> String {
+    "/v1/chat/completions".into()
+}
+
+/// One case: a request, how it is sent, and what must hold.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// Stable across versions: reports are compared by it.
+    pub id: String,
+    pub name: String,
+    pub tier: Tier,
+    /// Capabilities the target must have; otherwise the case is skipped.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// Shared bug reports this case reproduces (e.g. "002").
+    #[serde(default)]
+    pub seeds: Vec<String>,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default = "single")]
+    pub scenario: Scenario,
+    /// The OpenAI request body (placeholders allowed). Ignored by `raw`.
+    #[serde(default)]
+    pub request: Value,
+    /// Endpoint for the request.
+    #[serde(default = "chat_path")]
+    pub path: String,
+    #[serde(default, rename = "check")]
+    pub checks: Vec<CheckSpec>,
+}
+
+fn single() -> Scenario {
+    Scenario::Single
+}
+
+/// A section: one suite file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Section {
+    pub section: String,
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(rename = "case")]
+    pub cases: Vec<Case>,
+}
+
+/// Every section under `dir`, sorted by file name; ids must be unique.
+pub fn load_dir(dir: &Path) -> Result<Vec<Section>> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading suites from {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no suite files (*.toml) in {}", dir.display());
+    }
+    let mut sections = Vec::new();
+    let mut ids = BTreeSet::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f)?;
+        let section: Section =
+            toml::from_str(&text).with_context(|| format!("suite {}", f.display()))?;
+        for c in &section.cases {
+            if !ids.insert(c.id.clone()) {
+                bail!("suite {}: case id '{}' is used twice", f.display(), c.id);
+            }
+            for check in &c.checks {
+                check
+                    .validate()
+                    .with_context(|| format!("suite {}: case '{}'", f.display(), c.id))?;
+            }
+        }
+        sections.push(section);
+    }
+    Ok(sections)
+}
+
+/// What a run selects: a tier, optionally some sections and case ids.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub tier: Tier,
+    pub sections: Vec<String>,
+    pub cases: Vec<String>,
+}
+
+impl Selection {
+    pub fn includes(&self, section: &Section, case: &Case) -> bool {
+        case.tier <= self.tier
+            && (self.sections.is_empty() || self.sections.contains(&section.section))
+            && (self.cases.is_empty() || self.cases.contains(&case.id))
+    }
+}
