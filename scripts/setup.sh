@@ -23,7 +23,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 mkdir -p "$CACHE"
 
 install_debian_packages() {
-    local wanted=(cmake libclang-19-dev libfmt-dev libopenblas0 python3-venv)
+    local wanted=(cmake libclang-19-dev libfmt-dev libopenblas0 python3-venv chromium)
     local missing=()
     for pkg in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -102,8 +102,9 @@ struct RunArgs {
     /// In-process engine: a chat template file replacing the model's.
     #[arg(long)]
     chat_template: Option<PathBuf>,
-    /// In-process engine: batch-invariant decoding.
-    #[arg(long)]
+    /// In-process engine: batch-invariant decoding (the determinism cases
+    /// hold only with it; `--deterministic false` measures the fast mode).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     deterministic: bool,
 }
 

@@ -1,0 +1,219 @@
+//! Each bug class of the shared seed reports, injected by a faulty server
+//! in front of the real engine, is caught by its named case, and no other
+//! case fails; `afm-test diff` of the clean and faulty reports (real
+//! reports of real runs) calls exactly those cases regressions, and the
+//! reverse diff calls them fixed.
+
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use afm_engine::openai_api::ApiContext;
+use afm_engine::{Engine, EngineConfig};
+use afm_harness::capabilities::{self, Capabilities};
+use afm_harness::diff::{Change, Diff};
+use afm_harness::known_failures::KnownFailures;
+use afm_harness::report::{CaseResult, Report, RunInfo, Status};
+use afm_harness::runner::{self, RunOptions};
+use afm_harness::suite::{self, Section, Selection, Tier};
+use afm_harness::target::Target;
+
+use support::faulty_server;
+
+/// A fault, the mode serving the same thing correctly, the sections run,
+/// and the cases that must catch it.
+struct Expectation {
+    fault: &'static str,
+    clean: &'static str,
+    sections: &'static [&'static str],
+    caught_by: &'static [&'static str],
+}
+
+const EXPECTATIONS: [Expectation; 8] = [
+    Expectation {
+        fault: "cache_miss_together",
+        clean: "clean",
+        sections: &["prefix_cache"],
+        caught_by: &["prefix_cache.concurrent_shared_prefix"],
+    },
+    Expectation {
+        fault: "empty_strict_together",
+        clean: "clean",
+        sections: &["grammar"],
+        caught_by: &["grammar.concurrent_strict"],
+    },
+    Expectation {
+        fault: "duplicated_stream_args",
+        clean: "clean",
+        sections: &["tools", "tool_coercion"],
+        // Every case that streams a tool call and checks its arguments.
+        caught_by: &[
+            "tools.required_call",
+            "tools.auto_call_from_history",
+            "tool_coercion.scalars",
+            "tool_coercion.array_object_enum",
+            "tool_coercion.nullable",
+        ],
+    },
+    Expectation {
+        fault: "string_numbers",
+        clean: "clean",
+        sections: &["tools", "tool_coercion"],
+        caught_by: &["tool_coercion.scalars"],
+    },
+    Expectation {
+        fault: "seed_batch_drift",
+        clean: "clean",
+        sections: &["determinism", "concurrency"],
+        caught_by: &["determinism.batch_positions"],
+    },
+    Expectation {
+        fault: "markers_in_content",
+        clean: "reasoning",
+        sections: &["reasoning", "thinking_budget"],
+        caught_by: &["reasoning.separated", "reasoning.disabled"],
+    },
+    Expectation {
+        fault: "turn_end_runaway",
+        clean: "clean",
+        sections: &["eos"],
+        caught_by: &["eos.turn_end_stops", "eos.no_runaway"],
+    },
+    Expectation {
+        fault: "missing_logprobs",
+        clean: "clean",
+        sections: &["logprobs"],
+        caught_by: &["logprobs.top_three", "logprobs.top_zero"],
+    },
+];
+
+fn all_capabilities() -> Capabilities {
+    let mut caps = Capabilities::default();
+    for c in capabilities::ALL {
+        caps.assume(c);
+    }
+    caps
+}
+
+async fn run(
+    base: &str,
+    mode: &str,
+    sections: &[Section],
+    names: &[&str],
+    seed: u64,
+) -> Vec<CaseResult> {
+    let target = Target::http(&format!("{base}/{mode}"), None);
+    let options = RunOptions {
+        selection: Selection {
+            tier: Tier::Full,
+            sections: names.iter().map(|s| s.to_string()).collect(),
+            cases: Vec::new(),
+        },
+        concurrency: 1,
+        seed,
+    };
+    runner::run(&target, sections, &all_capabilities(), &options, |_| {}).await
+}
+
+fn failing(results: &[CaseResult]) -> BTreeSet<String> {
+    results
+        .iter()
+        .filter(|c| c.status.failed())
+        .map(|c| c.id.clone())
+        .collect()
+}
+
+fn explain(results: &[CaseResult]) -> String {
+    results
+        .iter()
+        .filter(|c| c.status.failed())
+        .map(|c| format!("{}: {:?} {:?}", c.id, c.reason, c.failures))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_seed_bug_is_caught_by_its_case_and_by_no_other() {
+    let sections =
+        suite::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites")).unwrap();
+    let engine = Engine::start(
+        "smollm2",
+        EngineConfig {
+            prefix_caching: true,
+            grammar_constraints: true,
+            concurrent: 8,
+            // The determinism cases hold exactly only in batch-invariant mode.
+            deterministic: true,
+            ..Default::default()
+        },
+    )
+    .expect("run scripts/setup.sh first");
+    let base = faulty_server::start(Arc::new(ApiContext::new(engine, "smollm2"))).await;
+    assert_eq!(faulty_server::FAULTS.len(), EXPECTATIONS.len());
+
+    // Clean runs are shared by faults that use the same sections.
+    let mut clean_runs: HashMap<(&str, &[&str]), Vec<CaseResult>> = HashMap::new();
+    for (k, e) in EXPECTATIONS.iter().enumerate() {
+        let seed = 1000 + 2 * k as u64;
+        let clean = match clean_runs.get(&(e.clean, e.sections)) {
+            Some(r) => r.clone(),
+            None => {
+                let r = run(&base, e.clean, &sections, e.sections, seed).await;
+                clean_runs.insert((e.clean, e.sections), r.clone());
+                r
+            }
+        };
+        let faulty = run(&base, e.fault, &sections, e.sections, seed + 1).await;
+        assert!(!clean.is_empty());
+        assert!(
+            clean.iter().all(|c| c.status == Status::Pass),
+            "{}: the clean server fails:\n{}",
+            e.fault,
+            explain(&clean)
+        );
+        let expected: BTreeSet<String> = e.caught_by.iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            failing(&faulty),
+            expected,
+            "{}: the failing cases are not the expected ones:\n{}",
+            e.fault,
+            explain(&faulty)
+        );
+
+        // The reports of the two runs, compared as CI compares them.
+        let before = Report::new(RunInfo::default(), clean);
+        let after = Report::new(RunInfo::default(), faulty);
+        let known = KnownFailures::default();
+        let ids = |d: &Diff, change: Change| -> BTreeSet<String> {
+            d.entries
+                .iter()
+                .filter(|x| x.change == change)
+                .map(|x| x.id.clone())
+                .collect()
+        };
+        let forward = Diff::compare(&before, &after, &known);
+        assert_eq!(
+            ids(&forward, Change::Regression),
+            expected,
+            "{}",
+            forward.text()
+        );
+        assert_eq!(
+            forward.count(Change::Unchanged),
+            before.cases.len() - expected.len(),
+            "{}",
+            forward.text()
+        );
+        assert!(forward.has_regressions());
+        let backward = Diff::compare(&after, &before, &known);
+        assert_eq!(
+            ids(&backward, Change::Fixed),
+            expected,
+            "{}",
+            backward.text()
+        );
+        assert!(!backward.has_regressions());
+    }
+}

@@ -1,0 +1,351 @@
+//! A deliberately faulty OpenAI-style server: the real engine behind an
+//! HTTP front that injects one of the bug classes of the shared seed
+//! reports, chosen by the first path segment (`/{fault}/v1/...`).
+//! `/clean/...` injects nothing; `/reasoning/...` simulates a reasoning
+//! model correctly (the clean counterpart of `markers_in_content`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use afm_engine::http_server::GRAMMAR_HEADER;
+use afm_engine::openai_api::{ApiContext, ApiResponse};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+/// Every fault and the clean modes.
+pub const FAULTS: [&str; 8] = [
+    "cache_miss_together",
+    "empty_strict_together",
+    "duplicated_stream_args",
+    "string_numbers",
+    "seed_batch_drift",
+    "markers_in_content",
+    "turn_end_runaway",
+    "missing_logprobs",
+];
+
+struct Front {
+    api: Arc<ApiContext>,
+    in_flight: AtomicUsize,
+}
+
+/// Serves on an ephemeral port; returns its base address.
+pub async fn start(api: Arc<ApiContext>) -> String {
+    let front = Arc::new(Front {
+        api,
+        in_flight: AtomicUsize::new(0),
+    });
+    let app = Router::new()
+        .route("/{fault}/v1/models", get(models))
+        .route("/{fault}/v1/chat/completions", post(chat))
+        .with_state(front);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    format!("http://{addr}")
+}
+
+async fn models(State(front): State<Arc<Front>>) -> Json<Value> {
+    Json(front.api.models())
+}
+
+async fn chat(State(front): State<Arc<Front>>, Path(fault): Path<String>, body: Bytes) -> Response {
+    // Requests already running when this one arrived.
+    let others = front.in_flight.fetch_add(1, Ordering::SeqCst);
+    let response = serve(&front, &fault, &body, others > 0).await;
+    front.in_flight.fetch_sub(1, Ordering::SeqCst);
+    response
+}
+
+async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Response {
+    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let (streamed, mut chunks, mut whole, grammar) = match front.api.chat_completions(body).await {
+        Err(e) => {
+            let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+            return (status, Json(e.body())).into_response();
+        }
+        Ok(ApiResponse::Complete { body, grammar }) => (false, Vec::new(), body, grammar),
+        Ok(ApiResponse::Stream {
+            mut chunks,
+            grammar,
+        }) => {
+            let mut all = Vec::new();
+            while let Some(c) = chunks.next().await {
+                all.push(c);
+            }
+            (true, all, Value::Null, grammar)
+        }
+    };
+    let ctx = Ctx {
+        request: &request,
+        together,
+    };
+    if streamed {
+        inject_stream(fault, &ctx, &mut chunks);
+    } else {
+        inject_whole(fault, &ctx, &mut whole);
+    }
+    let mut response = if streamed {
+        let mut text = String::new();
+        for c in &chunks {
+            text.push_str(&format!("data: {c}\n\n"));
+        }
+        text.push_str("data: [DONE]\n\n");
+        ([("content-type", "text/event-stream")], text).into_response()
+    } else {
+        Json(whole).into_response()
+    };
+    if grammar != afm_engine::grammar::GrammarMode::None {
+        response
+            .headers_mut()
+            .insert(GRAMMAR_HEADER, HeaderValue::from_static(grammar.as_str()));
+    }
+    response
+}
+
+struct Ctx<'a> {
+    request: &'a Value,
+    together: bool,
+}
+
+impl Ctx<'_> {
+    fn strict_schema(&self) -> bool {
+        self.request.pointer("/response_format/type") == Some(&json!("json_schema"))
+    }
+
+    fn sampled(&self) -> bool {
+        self.request["temperature"].as_f64().unwrap_or(1.0) > 0.0
+    }
+
+    fn thinking_off(&self) -> bool {
+        self.request
+            .pointer("/chat_template_kwargs/enable_thinking")
+            == Some(&json!(false))
+    }
+}
+
+const THOUGHT: &str = "I should answer briefly.";
+const RUNAWAY: &str = "<|im_end|>\n<|im_start|>user\nAnd then";
+
+fn inject_whole(fault: &str, ctx: &Ctx, body: &mut Value) {
+    let choice = &mut body["choices"][0];
+    let message = &mut choice["message"];
+    match fault {
+        "cache_miss_together" if ctx.together => {
+            body["usage"]["prompt_tokens_details"]["cached_tokens"] = json!(0)
+        }
+        "empty_strict_together" if ctx.together && ctx.strict_schema() => {
+            message["content"] = json!("")
+        }
+        "string_numbers" => {
+            for call in message["tool_calls"].as_array_mut().into_iter().flatten() {
+                stringify_arguments(&mut call["function"]["arguments"]);
+            }
+        }
+        "seed_batch_drift" if ctx.together && ctx.sampled() => {
+            let drifted = format!(
+                "{} Indeed.",
+                message["content"].as_str().unwrap_or_default()
+            );
+            message["content"] = json!(drifted);
+        }
+        "reasoning" if !ctx.thinking_off() => {
+            message["reasoning_content"] = json!(THOUGHT);
+            body["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": 5});
+        }
+        "markers_in_content" => {
+            let leaked = format!(
+                "<think>{THOUGHT}</think>\n{}",
+                message["content"].as_str().unwrap_or_default()
+            );
+            message["content"] = json!(leaked);
+            if !ctx.thinking_off() {
+                body["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": 5});
+            }
+        }
+        "turn_end_runaway" if choice["finish_reason"] == "stop" => {
+            let message = &mut choice["message"];
+            let ran_on = format!(
+                "{}{RUNAWAY}",
+                message["content"].as_str().unwrap_or_default()
+            );
+            message["content"] = json!(ran_on);
+            choice["finish_reason"] = json!("length");
+        }
+        "missing_logprobs" => choice["logprobs"] = Value::Null,
+        _ => {}
+    }
+}
+
+fn inject_stream(fault: &str, ctx: &Ctx, chunks: &mut Vec<Value>) {
+    let delta_chunk = |like: &Value, delta: Value| {
+        let mut c = like.clone();
+        c["choices"] =
+            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]);
+        c.as_object_mut().map(|m| m.remove("usage"));
+        c
+    };
+    match fault {
+        "cache_miss_together" if ctx.together => {
+            for c in chunks.iter_mut().filter(|c| c["usage"].is_object()) {
+                c["usage"]["prompt_tokens_details"]["cached_tokens"] = json!(0);
+            }
+        }
+        "empty_strict_together" if ctx.together && ctx.strict_schema() => {
+            for c in chunks.iter_mut() {
+                if let Some(d) = c.pointer_mut("/choices/0/delta/content") {
+                    *d = json!("");
+                }
+            }
+        }
+        "duplicated_stream_args" => {
+            // After a call's last fragment, its arguments again: `{..}{..}`.
+            let mut whole: Vec<(u64, String)> = Vec::new();
+            let mut last_piece = std::collections::HashMap::new();
+            for (i, c) in chunks.iter().enumerate() {
+                for p in c
+                    .pointer("/choices/0/delta/tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let index = p["index"].as_u64().unwrap_or(0);
+                    let frag = p["function"]["arguments"].as_str().unwrap_or_default();
+                    match whole.iter_mut().find(|(k, _)| *k == index) {
+                        Some((_, s)) => s.push_str(frag),
+                        None => whole.push((index, frag.to_string())),
+                    }
+                    last_piece.insert(index, i);
+                }
+            }
+            let mut inserts: Vec<(usize, Value)> = whole
+                .iter()
+                .map(|(index, args)| {
+                    let at = last_piece[index];
+                    let piece =
+                        json!({"tool_calls": [{"index": index, "function": {"arguments": args}}]});
+                    (at + 1, delta_chunk(&chunks[at], piece))
+                })
+                .collect();
+            inserts.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+            for (at, c) in inserts {
+                chunks.insert(at, c);
+            }
+        }
+        "string_numbers" => {
+            // Streamed fragments are rewritten as one: the whole object with
+            // its numbers and booleans quoted.
+            let mut calls: Vec<(u64, String, usize)> = Vec::new();
+            for (i, c) in chunks.iter().enumerate() {
+                for p in c
+                    .pointer("/choices/0/delta/tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let index = p["index"].as_u64().unwrap_or(0);
+                    let frag = p["function"]["arguments"].as_str().unwrap_or_default();
+                    match calls.iter_mut().find(|(k, _, _)| *k == index) {
+                        Some((_, s, _)) => s.push_str(frag),
+                        None => calls.push((index, frag.to_string(), i)),
+                    }
+                }
+            }
+            chunks.retain(|c| {
+                c.pointer("/choices/0/delta/tool_calls")
+                    .and_then(Value::as_array)
+                    .is_none_or(|p| p.iter().any(|p| p.get("id").is_some()))
+            });
+            for (index, args, _) in calls.iter().rev() {
+                let mut v = json!(args);
+                stringify_arguments(&mut v);
+                let at = chunks
+                    .iter()
+                    .position(|c| {
+                        c.pointer("/choices/0/delta/tool_calls/0/index") == Some(&json!(index))
+                    })
+                    .map_or(1, |p| p + 1);
+                let piece = json!({"tool_calls": [{"index": index, "function": {"arguments": v}}]});
+                let c = delta_chunk(&chunks[0], piece);
+                chunks.insert(at, c);
+            }
+        }
+        "seed_batch_drift" if ctx.together && ctx.sampled() => {
+            let at = finish_chunk(chunks);
+            let c = delta_chunk(&chunks[0], json!({"content": " Indeed."}));
+            chunks.insert(at, c);
+        }
+        "reasoning" if !ctx.thinking_off() => {
+            let c = delta_chunk(&chunks[0], json!({"reasoning_content": THOUGHT}));
+            chunks.insert(1, c);
+            set_reasoning_usage(chunks);
+        }
+        "markers_in_content" => {
+            let c = delta_chunk(
+                &chunks[0],
+                json!({"content": format!("<think>{THOUGHT}</think>\n")}),
+            );
+            chunks.insert(1, c);
+            if !ctx.thinking_off() {
+                set_reasoning_usage(chunks);
+            }
+        }
+        "turn_end_runaway" => {
+            let at = finish_chunk(chunks);
+            if chunks[at].pointer("/choices/0/finish_reason") == Some(&json!("stop")) {
+                chunks[at]["choices"][0]["finish_reason"] = json!("length");
+                let c = delta_chunk(&chunks[0], json!({"content": RUNAWAY}));
+                chunks.insert(at, c);
+            }
+        }
+        "missing_logprobs" => {
+            for c in chunks.iter_mut() {
+                if let Some(lp) = c.pointer_mut("/choices/0/logprobs") {
+                    *lp = Value::Null;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn finish_chunk(chunks: &[Value]) -> usize {
+    chunks
+        .iter()
+        .position(|c| {
+            c.pointer("/choices/0/finish_reason")
+                .is_some_and(|f| !f.is_null())
+        })
+        .unwrap_or(chunks.len())
+}
+
+fn set_reasoning_usage(chunks: &mut [Value]) {
+    for c in chunks.iter_mut().filter(|c| c["usage"].is_object()) {
+        c["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": 5});
+    }
+}
+
+/// `{"n": 3, "ok": true}` -> `{"n": "3", "ok": "True"}` (seed 000's drift).
+fn stringify_arguments(arguments: &mut Value) {
+    let Some(text) = arguments.as_str() else {
+        return;
+    };
+    let Ok(Value::Object(mut map)) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    for v in map.values_mut() {
+        match v {
+            Value::Number(n) => *v = json!(n.to_string()),
+            Value::Bool(b) => *v = json!(if *b { "True" } else { "False" }),
+            _ => {}
+        }
+    }
+    *arguments = json!(Value::Object(map).to_string());
+}

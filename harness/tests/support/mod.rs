@@ -1,0 +1,3 @@
+//! Test-only servers for the harness's tests.
+
+pub mod faulty_server;
