@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # The project's main job: installs what is missing, builds in release mode
-# and answers a question with the bundled model.
+# and runs the full tier of the assertion suites against the in-process
+# engine with the bundled model (extra arguments go to afm-test).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/setup.sh
-cargo run --release -q -p afm-engine --bin afm-serve -- \
-    generate --model smollm2 --prompt "What is the capital of France?" \
-    --max-tokens 32 --temperature 0 "$@"
+cargo run --release -q -p afm-harness --bin afm-test -- --tier full "$@"
