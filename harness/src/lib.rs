@@ -7,10 +7,15 @@
 //! case's scenario and evaluates its [`checks`] on the [`reply`]s, and the
 //! results become a [`report`] (JSON, [`html`], [`junit`]). [`diff`]
 //! compares two reports, with [`known_failures`] attributing old failures.
+//!
+//! [`bench`] is `afm-bench`: load runs over the same targets, measured per
+//! request (TTFT, ITL, end-to-end) and per concurrency level.
 
+pub mod bench;
 pub mod capabilities;
 pub mod checks;
 pub mod diff;
+pub mod filler;
 pub mod html;
 pub mod junit;
 pub mod known_failures;

@@ -34,3 +34,28 @@ pub fn now() -> String {
         .format("%Y-%m-%dT%H:%M:%S%z")
         .to_string()
 }
+
+/// CPU model and memory size, from /proc on Linux ("unknown" elsewhere).
+pub fn hardware() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or("unknown memory".into(), |kb| {
+            format!("{:.1} GiB", kb / 1024.0 / 1024.0)
+        });
+    format!("{cpu}, {memory}")
+}

@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio::sync::{Barrier, Semaphore};
 
 use crate::capabilities::Capabilities;
+use crate::filler;
 use crate::report::{CaseResult, Status, StepRecord};
 use crate::suite::{Case, Mode, Scenario, Section, Selection};
 use crate::target::{Exchange, Target};
@@ -295,7 +296,7 @@ fn fill_text(s: &str, nonce: &str, replies: &[String]) -> String {
         let name = rest[at + 2..at + end].trim();
         match name.split_once(':') {
             None if name == "nonce" => out.push_str(nonce),
-            Some(("filler", n)) => out.push_str(&filler(n.parse().unwrap_or(0))),
+            Some(("filler", n)) => out.push_str(&filler::sentences(n.parse().unwrap_or(0))),
             Some(("reply", k)) => {
                 let k: usize = k.parse().unwrap_or(usize::MAX);
                 out.push_str(replies.get(k).map_or("", String::as_str));
@@ -306,39 +307,6 @@ fn fill_text(s: &str, nonce: &str, replies: &[String]) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// Fixed, varied sentences (the same every run) for long prompts.
-fn filler(n: usize) -> String {
-    const SUBJECTS: [&str; 6] = [
-        "The archive",
-        "A river",
-        "The council",
-        "Each lamp",
-        "Our garden",
-        "The old clock",
-    ];
-    const VERBS: [&str; 5] = ["records", "follows", "remembers", "guards", "measures"];
-    const OBJECTS: [&str; 7] = [
-        "the northern road",
-        "every quiet evening",
-        "a list of names",
-        "the color of rain",
-        "seven stone bridges",
-        "the harvest ledger",
-        "a forgotten song",
-    ];
-    (0..n)
-        .map(|i| {
-            format!(
-                "Rule {i}: {} {} {}.",
-                SUBJECTS[i % SUBJECTS.len()],
-                VERBS[(i / 2) % VERBS.len()],
-                OBJECTS[(i * 3) % OBJECTS.len()]
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use afm_engine::grammar::GrammarMode;
 use afm_engine::http_server::GRAMMAR_HEADER;
+use afm_engine::metrics::{self, RejectedRequests};
 use afm_engine::openai_api::{ApiContext, ApiResponse};
 use serde::Serialize;
 use serde_json::Value;
@@ -26,6 +27,9 @@ pub struct Exchange {
     pub body: Value,
     /// Chunk objects of a stream, in order.
     pub chunks: Vec<Value>,
+    /// When each chunk arrived, in ms after the request was sent.
+    #[serde(skip)]
+    pub chunk_millis: Vec<f64>,
     /// The stream ended with `data: [DONE]`.
     pub done_marker: bool,
     /// Lines of the stream that were not `data: <json>` / `data: [DONE]`
@@ -50,8 +54,14 @@ pub enum Target {
 
 impl Target {
     pub fn http(base: &str, api_key: Option<String>) -> Self {
+        // A fresh connection per request: servers differ in how they end
+        // keep-alive after a stream (llama.cpp's closes it without saying
+        // so), and a pooled connection the server just closed fails the
+        // next request before it is sent. Connecting costs a few tens of
+        // microseconds locally, the same for every server.
         let client = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(600))
+            .pool_max_idle_per_host(0)
             .build()
             .expect("an HTTP client");
         Target::Http {
@@ -85,6 +95,11 @@ impl Target {
                     ex.status = 200;
                     ex.body = serde_json::json!({"status": "ok"});
                 }
+                "/metrics" => {
+                    ex.status = 200;
+                    let text = metrics::render(&api.engine.stats(), RejectedRequests::default());
+                    ex.body = Value::String(text);
+                }
                 _ => ex.status = 404,
             },
             Target::Http {
@@ -103,11 +118,11 @@ impl Target {
                         let text = r.text().await.unwrap_or_default();
                         ex.body = serde_json::from_str(&text).unwrap_or(Value::String(text));
                     }
-                    Err(e) => ex.transport_error = Some(e.to_string()),
+                    Err(e) => ex.transport_error = Some(error_chain(&e)),
                 }
             }
         }
-        ex.millis = start.elapsed().as_secs_f64() * 1000.0;
+        ex.millis = millis_since(start);
         ex
     }
 
@@ -134,7 +149,7 @@ impl Target {
             ..Default::default()
         };
         match self {
-            Target::InProcess(api) => in_process(api, path, &body, &mut ex).await,
+            Target::InProcess(api) => in_process(api, path, &body, start, &mut ex).await,
             Target::Http {
                 client,
                 base,
@@ -148,17 +163,17 @@ impl Target {
                     req = req.bearer_auth(k);
                 }
                 match req.send().await {
-                    Ok(r) => read_http(r, &mut ex).await,
-                    Err(e) => ex.transport_error = Some(e.to_string()),
+                    Ok(r) => read_http(r, start, &mut ex).await,
+                    Err(e) => ex.transport_error = Some(error_chain(&e)),
                 }
             }
         }
-        ex.millis = start.elapsed().as_secs_f64() * 1000.0;
+        ex.millis = millis_since(start);
         ex
     }
 }
 
-async fn in_process(api: &ApiContext, path: &str, body: &[u8], ex: &mut Exchange) {
+async fn in_process(api: &ApiContext, path: &str, body: &[u8], start: Instant, ex: &mut Exchange) {
     let result = match path {
         "/v1/chat/completions" => api.chat_completions(body).await,
         "/v1/completions" => api.completions(body).await,
@@ -185,6 +200,7 @@ async fn in_process(api: &ApiContext, path: &str, body: &[u8], ex: &mut Exchange
             grammar_header(ex, grammar);
             while let Some(c) = chunks.next().await {
                 ex.chunks.push(c);
+                ex.chunk_millis.push(millis_since(start));
             }
             // What the HTTP layer writes after the last chunk.
             ex.done_marker = true;
@@ -210,7 +226,7 @@ fn headers_of(h: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {
         .collect()
 }
 
-async fn read_http(mut r: reqwest::Response, ex: &mut Exchange) {
+async fn read_http(mut r: reqwest::Response, start: Instant, ex: &mut Exchange) {
     ex.status = r.status().as_u16();
     ex.headers = headers_of(r.headers());
     let is_sse = ex
@@ -221,7 +237,7 @@ async fn read_http(mut r: reqwest::Response, ex: &mut Exchange) {
         let text = match r.text().await {
             Ok(t) => t,
             Err(e) => {
-                ex.transport_error = Some(e.to_string());
+                ex.transport_error = Some(error_chain(&e));
                 return;
             }
         };
@@ -236,22 +252,22 @@ async fn read_http(mut r: reqwest::Response, ex: &mut Exchange) {
                 while let Some(at) = pending.find('\n') {
                     let line = pending[..at].trim_end_matches('\r').to_string();
                     pending.drain(..=at);
-                    sse_line(&line, ex);
+                    sse_line(&line, millis_since(start), ex);
                 }
             }
             Ok(None) => break,
             Err(e) => {
-                ex.transport_error = Some(e.to_string());
+                ex.transport_error = Some(error_chain(&e));
                 break;
             }
         }
     }
     if !pending.trim().is_empty() {
-        sse_line(pending.trim_end(), ex);
+        sse_line(pending.trim_end(), millis_since(start), ex);
     }
 }
 
-fn sse_line(line: &str, ex: &mut Exchange) {
+fn sse_line(line: &str, at_millis: f64, ex: &mut Exchange) {
     if line.is_empty() || line.starts_with(':') {
         return;
     }
@@ -271,7 +287,27 @@ fn sse_line(line: &str, ex: &mut Exchange) {
         ex.malformed_lines.push(format!("after [DONE]: {data}"));
     }
     match serde_json::from_str(data) {
-        Ok(v) => ex.chunks.push(v),
+        Ok(v) => {
+            ex.chunks.push(v);
+            ex.chunk_millis.push(at_millis);
+        }
         Err(_) => ex.malformed_lines.push(line.to_string()),
     }
+}
+
+fn millis_since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1000.0
+}
+
+/// An error with its causes ("error sending request: connection closed
+/// before message completed"), since the top level alone rarely says why.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }

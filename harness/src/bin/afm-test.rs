@@ -203,6 +203,7 @@ fn diff(
 
 fn run(args: RunArgs) -> Result<ExitCode> {
     let started = Instant::now();
+    let started_at = run_info::now();
     html::check_templates()?;
     let sections = suite::load_dir(&suites_dir(args.suites.clone()))?;
     let known = match &args.known_failures {
@@ -318,7 +319,7 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         engine_version: format!("afm-engine {}", env!("CARGO_PKG_VERSION")),
         git_commit: run_info::git_commit(),
         host: run_info::host(),
-        started: run_info::now(),
+        started: started_at,
         wall_seconds: started.elapsed().as_secs_f64(),
         tier: Some(args.tier),
         seed,
