@@ -316,7 +316,11 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         target: args.url.clone().unwrap_or_else(|| "in-process".into()),
         model,
         server_flags: flags,
-        engine_version: format!("afm-engine {}", env!("CARGO_PKG_VERSION")),
+        engine_version: if args.url.is_some() {
+            "not known (remote server)".into()
+        } else {
+            format!("afm-engine {}", env!("CARGO_PKG_VERSION"))
+        },
         git_commit: run_info::git_commit(),
         host: run_info::host(),
         started: started_at,
