@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -195,22 +196,11 @@ impl Report {
     }
 
     pub fn read(path: &Path) -> Result<Report> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading report {}", path.display()))?;
-        let report: Report = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not an afm-test report", path.display()))?;
-        anyhow::ensure!(
-            report.format == FORMAT,
-            "{}: report format {:?}, this afm-test reads {FORMAT:?}",
-            path.display(),
-            report.format
-        );
-        Ok(report)
+        read_versioned(path, "afm-test", FORMAT, |r: &Report| &r.format)
     }
 
     pub fn write(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string_pretty(self)?;
-        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+        write_json(path, self)
     }
 
     /// Failures not attributed to a known issue.
@@ -220,4 +210,31 @@ impl Report {
             .filter(|c| c.status.failed() && c.known_issue.is_none())
             .count()
     }
+}
+
+/// Reads a report file of `tool` (afm-test, afm-bench) and refuses other
+/// format versions, so an old or foreign file fails with a clear message.
+pub fn read_versioned<T: DeserializeOwned>(
+    path: &Path,
+    tool: &str,
+    format: &str,
+    format_of: impl Fn(&T) -> &str,
+) -> Result<T> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading report {}", path.display()))?;
+    let report: T = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not an {tool} report", path.display()))?;
+    let found = format_of(&report);
+    anyhow::ensure!(
+        found == format,
+        "{}: report format {found:?}, this {tool} reads {format:?}",
+        path.display()
+    );
+    Ok(report)
+}
+
+/// Writes a report as pretty JSON.
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }

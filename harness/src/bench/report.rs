@@ -5,12 +5,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::load::LevelRun;
 use super::server_metrics::ServerCounters;
 use super::stats::{median, Dist};
+use crate::report::{read_versioned, write_json};
 
 /// Report format version; readers refuse others.
 pub const FORMAT: &str = "afm-bench-report/1";
@@ -142,23 +143,11 @@ impl BenchReport {
     }
 
     pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading benchmark report {}", path.display()))?;
-        let report: BenchReport = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not an afm-bench report", path.display()))?;
-        if report.format != FORMAT {
-            bail!(
-                "{}: report format '{}', expected '{FORMAT}'",
-                path.display(),
-                report.format
-            );
-        }
-        Ok(report)
+        read_versioned(path, "afm-bench", FORMAT, |r: &BenchReport| &r.format)
     }
 
     pub fn write(&self, path: &Path) -> Result<()> {
-        std::fs::write(path, serde_json::to_string_pretty(self)?)
-            .with_context(|| format!("writing {}", path.display()))
+        write_json(path, self)
     }
 
     /// The console table: one row per level, one block per variant.

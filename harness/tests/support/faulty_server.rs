@@ -207,28 +207,11 @@ fn inject_stream(fault: &str, ctx: &Ctx, chunks: &mut Vec<Value>) {
         }
         "duplicated_stream_args" => {
             // After a call's last fragment, its arguments again: `{..}{..}`.
-            let mut whole: Vec<(u64, String)> = Vec::new();
-            let mut last_piece = std::collections::HashMap::new();
-            for (i, c) in chunks.iter().enumerate() {
-                for p in c
-                    .pointer("/choices/0/delta/tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let index = p["index"].as_u64().unwrap_or(0);
-                    let frag = p["function"]["arguments"].as_str().unwrap_or_default();
-                    match whole.iter_mut().find(|(k, _)| *k == index) {
-                        Some((_, s)) => s.push_str(frag),
-                        None => whole.push((index, frag.to_string())),
-                    }
-                    last_piece.insert(index, i);
-                }
-            }
+            let whole = streamed_calls(chunks);
             let mut inserts: Vec<(usize, Value)> = whole
                 .iter()
-                .map(|(index, args)| {
-                    let at = last_piece[index];
+                .map(|(index, args, at)| {
+                    let at = *at;
                     let piece =
                         json!({"tool_calls": [{"index": index, "function": {"arguments": args}}]});
                     (at + 1, delta_chunk(&chunks[at], piece))
@@ -242,22 +225,7 @@ fn inject_stream(fault: &str, ctx: &Ctx, chunks: &mut Vec<Value>) {
         "string_numbers" => {
             // Streamed fragments are rewritten as one: the whole object with
             // its numbers and booleans quoted.
-            let mut calls: Vec<(u64, String, usize)> = Vec::new();
-            for (i, c) in chunks.iter().enumerate() {
-                for p in c
-                    .pointer("/choices/0/delta/tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let index = p["index"].as_u64().unwrap_or(0);
-                    let frag = p["function"]["arguments"].as_str().unwrap_or_default();
-                    match calls.iter_mut().find(|(k, _, _)| *k == index) {
-                        Some((_, s, _)) => s.push_str(frag),
-                        None => calls.push((index, frag.to_string(), i)),
-                    }
-                }
-            }
+            let calls = streamed_calls(chunks);
             chunks.retain(|c| {
                 c.pointer("/choices/0/delta/tool_calls")
                     .and_then(Value::as_array)
@@ -348,4 +316,29 @@ fn stringify_arguments(arguments: &mut Value) {
         }
     }
     *arguments = json!(Value::Object(map).to_string());
+}
+
+/// Each streamed tool call's index, its arguments joined from the
+/// fragments, and the chunk that carried its last fragment.
+fn streamed_calls(chunks: &[Value]) -> Vec<(u64, String, usize)> {
+    let mut calls: Vec<(u64, String, usize)> = Vec::new();
+    for (i, c) in chunks.iter().enumerate() {
+        for p in c
+            .pointer("/choices/0/delta/tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let index = p["index"].as_u64().unwrap_or(0);
+            let frag = p["function"]["arguments"].as_str().unwrap_or_default();
+            match calls.iter_mut().find(|(k, _, _)| *k == index) {
+                Some((_, s, last)) => {
+                    s.push_str(frag);
+                    *last = i;
+                }
+                None => calls.push((index, frag.to_string(), i)),
+            }
+        }
+    }
+    calls
 }
