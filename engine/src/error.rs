@@ -47,6 +47,11 @@ pub enum EngineError {
     #[error("MLX: {0}")]
     Mlx(String),
 
+    /// `convert` will not write what was asked (output folder, dtype, a
+    /// tensor it cannot export).
+    #[error("convert: {0}")]
+    Convert(String),
+
     #[error("{context}: {source}")]
     Io {
         context: String,

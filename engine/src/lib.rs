@@ -4,6 +4,7 @@
 //! One module per concern; see `docs/architecture.md` for the data flow.
 
 pub mod chat_template;
+pub mod convert;
 pub mod engine;
 pub mod eos;
 pub mod error;

@@ -34,13 +34,49 @@ impl LoadedModel {
     }
 
     pub fn load_source(source: &ModelSource, mode: WeightMode) -> Result<Self> {
+        let parts = ModelParts::read(source, mode)?;
+        let model = models::load(parts.config, &parts.weights)?;
+        Ok(LoadedModel {
+            name: parts.name,
+            model,
+            tokenizer: parts.tokenizer,
+            template: parts.template,
+            eos: parts.eos,
+        })
+    }
+
+    /// Renders the chat template and tokenizes the result.
+    pub fn prompt_tokens(&self, input: &TemplateInput) -> Result<Vec<u32>> {
+        self.tokenizer.encode(&self.template.render(input)?)
+    }
+}
+
+/// A model as read from its file or folder, before the network is built:
+/// [`LoadedModel`] builds one from it, and `convert` writes it out again
+/// (with [`WeightMode::KeepQuantized`], tensors stay as stored).
+pub struct ModelParts {
+    /// A short name (file or folder name).
+    pub name: String,
+    pub config: ModelConfig,
+    pub weights: TensorMap,
+    pub tokenizer: TextTokenizer,
+    pub template: ChatTemplate,
+    pub eos: EosSet,
+    /// The text of the BOS token, if the model names one.
+    pub bos_token: Option<String>,
+    /// The text of the EOS token (the tokenizer's `eos_token`), if named.
+    pub eos_token: Option<String>,
+}
+
+impl ModelParts {
+    pub fn read(source: &ModelSource, mode: WeightMode) -> Result<Self> {
         match source {
-            ModelSource::Gguf(path) => Self::load_gguf(path, mode),
-            ModelSource::SafetensorsDir(dir) => Self::load_dir(dir, mode),
+            ModelSource::Gguf(path) => Self::read_gguf(path, mode),
+            ModelSource::SafetensorsDir(dir) => Self::read_dir(dir, mode),
         }
     }
 
-    fn load_gguf(path: &Path, mode: WeightMode) -> Result<Self> {
+    fn read_gguf(path: &Path, mode: WeightMode) -> Result<Self> {
         let file = GgufModelFile::open(path)?;
         let config = ModelConfig::from_gguf(&file)?;
         let tokenizer = TextTokenizer::from_gguf(&file)?;
@@ -49,50 +85,48 @@ impl LoadedModel {
                 .usize(key)?
                 .and_then(|id| tokenizer.id_to_token(id as u32)))
         };
+        let bos_token = token_text("tokenizer.ggml.bos_token_id")?;
+        let eos_token = token_text("tokenizer.ggml.eos_token_id")?;
         let source = file
             .string("tokenizer.chat_template")?
             .ok_or_else(|| file.missing("tokenizer.chat_template"))?;
-        let template = ChatTemplate::new(
-            &source,
-            token_text("tokenizer.ggml.bos_token_id")?,
-            token_text("tokenizer.ggml.eos_token_id")?,
-        )?;
+        let template = ChatTemplate::new(&source, bos_token.clone(), eos_token.clone())?;
         let eos = EosSet::from_gguf(&file)?;
         let weights = TensorMap::from_gguf(&file, mode)?;
-        let model = models::load(config, &weights)?;
-        Ok(LoadedModel {
+        Ok(ModelParts {
             name: file_name(path),
-            model,
+            config,
+            weights,
             tokenizer,
             template,
             eos,
+            bos_token,
+            eos_token,
         })
     }
 
-    fn load_dir(dir: &Path, mode: WeightMode) -> Result<Self> {
+    fn read_dir(dir: &Path, mode: WeightMode) -> Result<Self> {
         let config_path = dir.join("config.json");
         let config = ModelConfig::from_config_json(&config_path)?;
         let tokenizer = TextTokenizer::from_file(&dir.join("tokenizer.json"))?;
         let tok_cfg = TokenizerConfig::read(dir)?;
         let source = tok_cfg.chat_template(dir)?;
-        let template = ChatTemplate::new(&source, tok_cfg.bos_token(), tok_cfg.eos_token())?;
+        let (bos_token, eos_token) = (tok_cfg.bos_token(), tok_cfg.eos_token());
+        let template = ChatTemplate::new(&source, bos_token.clone(), eos_token.clone())?;
         let eos = eos_for_dir(dir, &tokenizer)?;
         let group_size =
             quantization_of(&config_path)?.map_or(MLX_DEFAULT_GROUP_SIZE, |q| q.group_size);
         let weights = TensorMap::from_safetensors_dir(dir, group_size, mode)?;
-        let model = models::load(config, &weights)?;
-        Ok(LoadedModel {
+        Ok(ModelParts {
             name: file_name(dir),
-            model,
+            config,
+            weights,
             tokenizer,
             template,
             eos,
+            bos_token,
+            eos_token,
         })
-    }
-
-    /// Renders the chat template and tokenizes the result.
-    pub fn prompt_tokens(&self, input: &TemplateInput) -> Result<Vec<u32>> {
-        self.tokenizer.encode(&self.template.render(input)?)
     }
 }
 

@@ -107,6 +107,18 @@ impl TensorMap {
         self.tensors.contains_key(name)
     }
 
+    /// Every tensor as stored, by HF name, in no particular order. A
+    /// quantized matrix appears as its `<p>.weight` (packed u32),
+    /// `<p>.scales` and `<p>.biases` parts; see [`TensorMap::quantized`].
+    pub fn tensors(&self) -> impl Iterator<Item = (&str, &Array)> {
+        self.tensors.iter().map(|(name, t)| (name.as_str(), t))
+    }
+
+    /// The group size of every quantized matrix in the map.
+    pub fn group_size(&self) -> i32 {
+        self.group_size
+    }
+
     /// A plain tensor (norm weights), as f32.
     pub fn dense(&self, name: &str) -> Result<Array> {
         let t = self.get(name)?;
@@ -136,7 +148,9 @@ impl TensorMap {
             })
     }
 
-    fn quantized(&self, prefix: &str) -> Result<Option<QuantizedWeight>> {
+    /// The matrix `<prefix>.weight` as stored, if it is quantized (has
+    /// `<prefix>.scales`); its bits follow from the packed shape.
+    pub fn quantized(&self, prefix: &str) -> Result<Option<QuantizedWeight>> {
         let Some(scales) = self.tensors.get(&format!("{prefix}.scales")) else {
             return Ok(None);
         };
@@ -173,7 +187,8 @@ pub struct QuantizedWeight {
 }
 
 impl QuantizedWeight {
-    fn dequantize(&self) -> Result<Array> {
+    /// The matrix as f32.
+    pub fn dequantize(&self) -> Result<Array> {
         let w = dequantize(
             &self.weight,
             &self.scales,

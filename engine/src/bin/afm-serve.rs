@@ -1,10 +1,12 @@
 //! `afm-serve`: the engine's command line. Without a subcommand it serves
-//! the OpenAI API over HTTP; `generate` answers one message and exits.
+//! the OpenAI API over HTTP; `generate` answers one message and exits;
+//! `convert` writes a model as an MLX/HF safetensors folder.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use afm_engine::chat_template::TemplateInput;
+use afm_engine::convert::{self, ConvertReport, ExportDtype};
 use std::sync::Arc;
 
 use afm_engine::http_server::{self, ServerConfig};
@@ -104,6 +106,21 @@ enum Command {
         #[arg(long)]
         verbose: bool,
     },
+    /// Export a model (GGUF included) as an MLX/HF safetensors folder that
+    /// afm and mlx-lm load.
+    Convert {
+        /// Model: the alias `smollm2`, a .gguf file, an MLX/HF folder, or an
+        /// HF repo id present in the local HF cache.
+        #[arg(long)]
+        model: String,
+        /// Output folder; must not exist or be empty.
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// keep (quantized tensors as stored, MLX format), f32, f16 or bf16
+        /// (dequantized).
+        #[arg(long, default_value = "keep")]
+        dtype: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -186,6 +203,47 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Some(Command::Convert { model, out, dtype }) => {
+            let dtype = ExportDtype::from_name(&dtype)?;
+            let start = std::time::Instant::now();
+            let report = convert::convert(&model, &out, dtype)?;
+            print_convert_report(&report, dtype, start.elapsed().as_secs_f64());
+            Ok(())
+        }
+    }
+}
+
+fn print_convert_report(report: &ConvertReport, dtype: ExportDtype, secs: f64) {
+    let size = |bytes: u64| match bytes {
+        b if b >= 1_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        b if b >= 1_000 => format!("{:.1} kB", b as f64 / 1e3),
+        b => format!("{b} B"),
+    };
+    let weights = match report.quantization {
+        Some((group, bits)) => format!("quantized {bits}-bit, group size {group}"),
+        None => report.torch_dtype.clone(),
+    };
+    println!(
+        "wrote {} (--dtype {}: {weights})",
+        report.out_dir.display(),
+        dtype.name()
+    );
+    for (name, bytes) in &report.files {
+        println!("  {name:<24} {:>10}", size(*bytes));
+    }
+    println!(
+        "{} tensors, {} in total, {secs:.1} s",
+        report.tensors,
+        size(report.total_bytes())
+    );
+    for (prefix, bits) in &report.quantization_overrides {
+        println!("{prefix} stays {bits}-bit (listed in config.json's quantization)");
+    }
+    if report.rope_unpermuted {
+        println!("q_proj/k_proj rows put back from GGUF's RoPE order into HF's");
+    }
+    if !report.skipped.is_empty() {
+        println!("not exported: {}", report.skipped.join(", "));
     }
 }
 

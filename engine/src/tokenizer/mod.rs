@@ -79,6 +79,13 @@ impl TextTokenizer {
         self.inner.get_vocab_size(true)
     }
 
+    /// Writes the tokenizer as an HF `tokenizer.json`.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        self.inner
+            .save(path, false)
+            .map_err(|e| EngineError::Tokenizer(format!("writing {}: {e}", path.display())))
+    }
+
     /// The underlying HF tokenizer (for export and grammar back-ends).
     pub fn hf(&self) -> &tokenizers::Tokenizer {
         &self.inner
