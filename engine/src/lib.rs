@@ -5,6 +5,7 @@
 
 pub mod chat_template;
 pub mod convert;
+pub mod cpu_blas;
 pub mod engine;
 pub mod eos;
 pub mod error;

@@ -34,6 +34,7 @@ impl LoadedModel {
     }
 
     pub fn load_source(source: &ModelSource, mode: WeightMode) -> Result<Self> {
+        crate::cpu_blas::configure_threads();
         let parts = ModelParts::read(source, mode)?;
         let model = models::load(parts.config, &parts.weights)?;
         Ok(LoadedModel {

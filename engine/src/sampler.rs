@@ -137,12 +137,8 @@ impl Sampler {
         if probs.is_empty() {
             return argmax(logits);
         }
-        let needs_order = p.top_k > 0 || p.top_p < 1.0;
-        if needs_order {
-            probs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        }
         if p.top_k > 0 {
-            probs.truncate(p.top_k);
+            keep_best(&mut probs, p.top_k);
         }
         if p.min_p > 0.0 {
             // weights are relative to the best token, whose weight is 1.
@@ -150,16 +146,7 @@ impl Sampler {
             probs.retain(|(_, w)| *w >= p.min_p * best);
         }
         if p.top_p < 1.0 {
-            let total: f32 = probs.iter().map(|(_, w)| w).sum();
-            let mut kept = 0.0;
-            let cut = probs
-                .iter()
-                .position(|(_, w)| {
-                    kept += w / total;
-                    kept >= p.top_p
-                })
-                .map_or(probs.len(), |i| i + 1);
-            probs.truncate(cut);
+            keep_nucleus(&mut probs, p.top_p);
         }
         let total: f32 = probs.iter().map(|(_, w)| w).sum();
         let mut target = uniform(self.seed, position) as f32 * total;
@@ -170,6 +157,48 @@ impl Sampler {
             target -= w;
         }
         probs.last().map_or_else(|| argmax(logits), |&(id, _)| id)
+    }
+}
+
+/// Most likely first; equal weights by token id, so the order is total.
+fn by_weight(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
+/// Keeps the `k` most likely candidates, sorted. A partial selection, then a
+/// sort of the `k` kept: the vocabulary is ~50k tokens, `k` is small.
+fn keep_best(probs: &mut Vec<(u32, f32)>, k: usize) {
+    if k < probs.len() {
+        probs.select_nth_unstable_by(k, by_weight);
+        probs.truncate(k);
+    }
+    probs.sort_unstable_by(by_weight);
+}
+
+/// Keeps the smallest most-likely-first prefix whose mass reaches `top_p` of
+/// the total, sorted. Only a growing head of the candidates is ever sorted
+/// (the nucleus is usually a few hundred tokens of a ~50k vocabulary).
+fn keep_nucleus(probs: &mut Vec<(u32, f32)>, top_p: f32) {
+    let total: f32 = probs.iter().map(|(_, w)| w).sum();
+    let mut head = 64.min(probs.len());
+    loop {
+        if head < probs.len() {
+            probs.select_nth_unstable_by(head, by_weight);
+        }
+        probs[..head].sort_unstable_by(by_weight);
+        let mut kept = 0.0;
+        let cut = probs[..head].iter().position(|(_, w)| {
+            kept += w / total;
+            kept >= top_p
+        });
+        match cut {
+            Some(i) => {
+                probs.truncate(i + 1);
+                return;
+            }
+            None if head == probs.len() => return,
+            None => head = (head * 4).min(probs.len()),
+        }
     }
 }
 
@@ -257,6 +286,37 @@ mod tests {
             distinct.len() > 3,
             "temperature 1 should spread draws: {a:?}"
         );
+    }
+
+    #[test]
+    fn partial_selection_matches_a_full_sort() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for round in 0..50 {
+            let n = 1 + (rng.next_u32() % 5000) as usize;
+            // Some exact ties, to check the tie order too.
+            let probs: Vec<(u32, f32)> = (0..n as u32)
+                .map(|i| (i, (rng.next_u32() % 1000) as f32 / 1000.0 + 1e-3))
+                .collect();
+            let mut sorted = probs.clone();
+            sorted.sort_by(by_weight);
+            let top_p = [0.1, 0.5, 0.9, 0.99, 0.999][round % 5];
+            let total: f32 = probs.iter().map(|(_, w)| w).sum();
+            let mut kept = 0.0;
+            let cut = sorted
+                .iter()
+                .position(|(_, w)| {
+                    kept += w / total;
+                    kept >= top_p
+                })
+                .map_or(n, |i| i + 1);
+            let mut nucleus = probs.clone();
+            keep_nucleus(&mut nucleus, top_p);
+            assert_eq!(nucleus, sorted[..cut], "n {n}, top_p {top_p}");
+            let k = 1 + round * 37 % n;
+            let mut best = probs.clone();
+            keep_best(&mut best, k);
+            assert_eq!(best, sorted[..k.min(n)], "n {n}, k {k}");
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! Per-sequence key/value cache: one `[1, kv_heads, len, head_dim]` pair per
-//! layer. By default it grows by concatenation. A fixed-capacity cache
-//! (batch-invariant mode) instead holds `[1, kv_heads, capacity, head_dim]`
-//! buffers written in place, so attention always has the same shape.
+//! Per-sequence key/value cache: one `[1, kv_heads, slots, head_dim]` buffer
+//! pair per layer, written in place. By default the buffers grow by
+//! [`GROW_STEP`] positions when full (one copy every `GROW_STEP` tokens, not
+//! one per token) and attention sees the filled part. A fixed-capacity cache
+//! (batch-invariant mode) allocates `capacity` slots once and attention sees
+//! all of them, masked, so its shapes never change.
 
 use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
@@ -11,6 +13,9 @@ use crate::error::Result;
 
 /// Keys and values of a run of positions, one pair per layer.
 pub type KvSegment = Vec<(Array, Array)>;
+
+/// Positions a growing cache adds when it is full.
+const GROW_STEP: usize = 256;
 
 pub struct KvCache {
     layers: Vec<Option<(Array, Array)>>,
@@ -79,33 +84,43 @@ impl KvCache {
         self.offset
     }
 
-    /// Appends this step's keys/values for `layer` and returns the full ones.
+    /// Writes this step's keys/values for `layer` (`[1, kv_heads, n, d]`)
+    /// after the cached ones and returns what attention reads: the filled
+    /// positions, or every slot of a fixed-capacity cache.
     pub fn update(&mut self, layer: usize, k: Array, v: Array) -> Result<(Array, Array)> {
-        let merged = match (self.capacity, self.layers[layer].take()) {
-            (None, None) => (k, v),
-            (None, Some((pk, pv))) => (concatenate(&[pk, k], 2)?, concatenate(&[pv, v], 2)?),
-            (Some(cap), slot) => {
-                let (mut bk, mut bv) = match slot {
-                    Some(b) => b,
-                    None => {
-                        let shape = [k.dim(0), k.dim(1), cap as i32, k.dim(3)];
-                        (Array::zeros::<f32>(&shape)?, Array::zeros::<f32>(&shape)?)
-                    }
-                };
-                let (s, e) = (self.offset as i32, self.offset as i32 + k.dim(2));
-                if e as usize > cap {
-                    return Err(crate::error::EngineError::InvalidRequest {
-                        message: format!("sequence of {e} positions exceeds its cache of {cap}"),
-                        param: None,
-                    });
+        let (s, e) = (self.offset, self.offset + k.dim(2) as usize);
+        if self.capacity.is_some_and(|cap| e > cap) {
+            return Err(crate::error::EngineError::InvalidRequest {
+                message: format!(
+                    "sequence of {e} positions exceeds its cache of {}",
+                    self.capacity.unwrap_or_default()
+                ),
+                param: None,
+            });
+        }
+        let (mut bk, mut bv) = match self.layers[layer].take() {
+            Some((bk, bv)) if bk.dim(2) as usize >= e => (bk, bv),
+            old => {
+                let slots = self.capacity.unwrap_or(e.div_ceil(GROW_STEP) * GROW_STEP);
+                let shape = [k.dim(0), k.dim(1), slots as i32, k.dim(3)];
+                let (mut bk, mut bv) = (Array::zeros::<f32>(&shape)?, Array::zeros::<f32>(&shape)?);
+                if let Some((pk, pv)) = old.filter(|_| s > 0) {
+                    let kept = || (.., .., 0..s as i32, ..);
+                    bk.try_index_mut(kept(), pk.index(kept()))?;
+                    bv.try_index_mut(kept(), pv.index(kept()))?;
                 }
-                bk.try_index_mut((.., .., s..e, ..), &k)?;
-                bv.try_index_mut((.., .., s..e, ..), &v)?;
                 (bk, bv)
             }
         };
-        self.layers[layer] = Some(merged.clone());
-        Ok(merged)
+        let new = || (.., .., s as i32..e as i32, ..);
+        bk.try_index_mut(new(), &k)?;
+        bv.try_index_mut(new(), &v)?;
+        self.layers[layer] = Some((bk.clone(), bv.clone()));
+        if self.capacity.is_some() {
+            return Ok((bk, bv));
+        }
+        let filled = || (.., .., 0..e as i32, ..);
+        Ok((bk.index(filled()), bv.index(filled())))
     }
 
     /// Every key and value array (to evaluate them together with logits).

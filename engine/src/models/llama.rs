@@ -1,7 +1,9 @@
 //! The llama decoder (Llama 2/3, SmolLM, Mistral-style dense models):
 //! RMSNorm, grouped-query attention with RoPE, SwiGLU MLP.
 
-use mlx_rs::fast::{rms_norm, rope, scaled_dot_product_attention, ScaledDotProductAttentionMask};
+use mlx_rs::fast::{
+    rms_norm, rope, rope_dynamic, scaled_dot_product_attention, ScaledDotProductAttentionMask,
+};
 use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
@@ -9,17 +11,16 @@ use mlx_rs::Array;
 use super::{BatchItem, CausalLm, KvCache};
 use crate::error::Result;
 use crate::model_config::ModelConfig;
-use crate::weights::{Embedding, Linear, TensorMap};
+use crate::weights::{Embedding, FusedLinear, Linear, TensorMap};
 
 struct Layer {
     input_norm: Array,
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
+    /// q, k and v projections as one matmul.
+    qkv_proj: FusedLinear,
     o_proj: Linear,
     post_norm: Array,
-    gate_proj: Linear,
-    up_proj: Linear,
+    /// gate and up projections as one matmul.
+    gate_up_proj: FusedLinear,
     down_proj: Linear,
 }
 
@@ -41,13 +42,17 @@ impl Llama {
                 let p = format!("model.layers.{i}");
                 Ok(Layer {
                     input_norm: weights.dense(&format!("{p}.input_layernorm.weight"))?,
-                    q_proj: weights.linear(&format!("{p}.self_attn.q_proj"))?,
-                    k_proj: weights.linear(&format!("{p}.self_attn.k_proj"))?,
-                    v_proj: weights.linear(&format!("{p}.self_attn.v_proj"))?,
+                    qkv_proj: FusedLinear::new(vec![
+                        weights.linear(&format!("{p}.self_attn.q_proj"))?,
+                        weights.linear(&format!("{p}.self_attn.k_proj"))?,
+                        weights.linear(&format!("{p}.self_attn.v_proj"))?,
+                    ])?,
                     o_proj: weights.linear(&format!("{p}.self_attn.o_proj"))?,
                     post_norm: weights.dense(&format!("{p}.post_attention_layernorm.weight"))?,
-                    gate_proj: weights.linear(&format!("{p}.mlp.gate_proj"))?,
-                    up_proj: weights.linear(&format!("{p}.mlp.up_proj"))?,
+                    gate_up_proj: FusedLinear::new(vec![
+                        weights.linear(&format!("{p}.mlp.gate_proj"))?,
+                        weights.linear(&format!("{p}.mlp.up_proj"))?,
+                    ])?,
                     down_proj: weights.linear(&format!("{p}.mlp.down_proj"))?,
                 })
             })
@@ -80,25 +85,19 @@ impl Llama {
         ];
         for l in &self.layers {
             arrays.extend([l.input_norm.clone(), l.post_norm.clone()]);
-            arrays.extend(
-                [
-                    &l.q_proj,
-                    &l.k_proj,
-                    &l.v_proj,
-                    &l.o_proj,
-                    &l.gate_proj,
-                    &l.up_proj,
-                    &l.down_proj,
-                ]
-                .map(Linear::stored),
-            );
+            arrays.extend([l.o_proj.stored(), l.down_proj.stored()]);
+            arrays.extend(l.qkv_proj.stored());
+            arrays.extend(l.gate_up_proj.stored());
         }
         mlx_rs::transforms::eval(&arrays)?;
         Ok(())
     }
 
-    /// Attention for every item: projections run once over all new tokens;
-    /// RoPE, the cache and attention run per item, against its own cache only.
+    /// Attention for every item: the q/k/v projection runs once over all new
+    /// tokens; each item then attends over its own cache only. Items that
+    /// decode one token share one RoPE call (per-item offsets) and skip the
+    /// per-item reshapes; prefill chunks, and every item in batch-invariant
+    /// mode, go one by one.
     fn attention(
         &self,
         layer: &Layer,
@@ -106,47 +105,158 @@ impl Llama {
         items: &mut [BatchItem<'_>],
         idx: usize,
     ) -> Result<Array> {
-        let c = &self.config;
-        let (q_all, k_all, v_all) = (
-            self.dense(&layer.q_proj, x)?,
-            self.dense(&layer.k_proj, x)?,
-            self.dense(&layer.v_proj, x)?,
-        );
-        let dims = c.head_dim as i32;
-        let scale = (c.head_dim as f32).powf(-0.5);
-        let mut outs = Vec::with_capacity(items.len());
-        let mut start = 0i32;
-        for item in items.iter_mut() {
-            let l = item.tokens.len() as i32;
-            let heads = |all: &Array, n: usize| -> Result<Array> {
-                Ok(all
-                    .index((.., start..start + l, ..))
-                    .reshape(&[1, l, n as i32, dims])?
-                    .transpose_axes(&[0, 2, 1, 3])?)
-            };
-            let offset = item.cache.offset() as i32;
-            let rotate =
-                |t: Array| rope(t, dims, c.rope_traditional, c.rope_theta, 1.0, offset, None);
-            let q = rotate(heads(&q_all, c.num_heads)?)?;
-            let k = rotate(heads(&k_all, c.num_kv_heads)?)?;
-            let v = heads(&v_all, c.num_kv_heads)?;
-            let fixed = item.cache.capacity().is_some();
-            let (k, v) = item.cache.update(idx, k, v)?;
-            let o = if fixed {
-                fixed_shape_attention(&q, &k, &v, scale, offset as usize)?
-            } else {
-                let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
-                scaled_dot_product_attention(q, k, v, scale, mask, None)?
-            };
-            outs.push(o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[1, l, -1])?);
-            start += l;
+        // q and k side by side, so one RoPE call rotates both.
+        let [qk_all, v_all]: [Array; 2] = layer
+            .qkv_proj
+            .forward_grouped(x, |lin, x| self.dense(lin, x), &[2, 1])?
+            .try_into()
+            .expect("q and k, then v");
+        let mut starts = Vec::with_capacity(items.len());
+        let mut total = 0i32;
+        for item in items.iter() {
+            starts.push(total);
+            total += item.tokens.len() as i32;
         }
-        let o = if outs.len() == 1 {
-            outs.pop().expect("one output")
+        let decoding: Vec<usize> = if self.batch_invariant {
+            Vec::new()
         } else {
-            concatenate(&outs, 1)?
+            (0..items.len())
+                .filter(|&i| items[i].tokens.len() == 1)
+                .collect()
+        };
+        // Outputs in this order: decoding items' rows, then the others'.
+        let mut pieces = Vec::new();
+        let mut order = Vec::with_capacity(total as usize);
+        if !decoding.is_empty() {
+            let rows: Vec<i32> = decoding.iter().map(|&i| starts[i]).collect();
+            pieces.push(self.decode_attention([&qk_all, &v_all], &rows, items, &decoding, idx)?);
+            order.extend(rows);
+        }
+        for (i, item) in items.iter_mut().enumerate() {
+            let l = item.tokens.len() as i32;
+            if decoding.contains(&i) {
+                continue;
+            }
+            let rows = starts[i]..starts[i] + l;
+            pieces.push(self.chunk_attention([&qk_all, &v_all], rows.clone(), item, idx)?);
+            order.extend(rows);
+        }
+        let o = if pieces.len() == 1 {
+            pieces.pop().expect("one piece")
+        } else {
+            concatenate(&pieces, 1)?
+        };
+        // Back to the items' token order, if the grouping changed it.
+        let o = if order.iter().enumerate().all(|(p, &r)| p as i32 == r) {
+            o
+        } else {
+            let mut inverse = vec![0i32; order.len()];
+            for (p, &r) in order.iter().enumerate() {
+                inverse[r as usize] = p as i32;
+            }
+            o.take_axis(Array::from_slice(&inverse, &[total]), 1)?
         };
         self.dense(&layer.o_proj, &o)
+    }
+
+    /// Attention of items that each add one token (rows `rows` of the
+    /// projections): `[1, n, heads * head_dim]`.
+    fn decode_attention(
+        &self,
+        [qk, v]: [&Array; 2],
+        rows: &[i32],
+        items: &mut [BatchItem<'_>],
+        decoding: &[usize],
+        idx: usize,
+    ) -> Result<Array> {
+        let c = &self.config;
+        let (n, dims) = (rows.len() as i32, c.head_dim as i32);
+        let every_row = qk.dim(1) == n;
+        let picked = Array::from_slice(rows, &[n]);
+        // [1, rows, heads * d] -> [n, heads, 1, d]
+        let heads = |all: &Array, h: usize| -> Result<Array> {
+            let all = if every_row {
+                all.clone()
+            } else {
+                all.take_axis(&picked, 1)?
+            };
+            Ok(all
+                .reshape(&[n, 1, h as i32, dims])?
+                .transpose_axes(&[0, 2, 1, 3])?)
+        };
+        let offsets: Vec<i32> = decoding
+            .iter()
+            .map(|&i| items[i].cache.offset() as i32)
+            .collect();
+        let offsets = Array::from_slice(&offsets, &[n]);
+        let rotate = |t: Array| {
+            rope_dynamic(
+                t,
+                dims,
+                c.rope_traditional,
+                c.rope_theta,
+                1.0,
+                &offsets,
+                None,
+            )
+        };
+        let qk = rotate(heads(qk, c.num_heads + c.num_kv_heads)?)?;
+        let h = c.num_heads as i32;
+        let (q, k) = (qk.index((.., ..h)), qk.index((.., h..)));
+        let v = heads(v, c.num_kv_heads)?;
+        let scale = (c.head_dim as f32).powf(-0.5);
+        let mut outs = Vec::with_capacity(decoding.len());
+        for (j, &i) in decoding.iter().enumerate() {
+            let j = j as i32;
+            let one = |t: &Array| t.index(j..j + 1);
+            let (keys, values) = items[i].cache.update(idx, one(&k), one(&v))?;
+            outs.push(scaled_dot_product_attention(
+                one(&q),
+                keys,
+                values,
+                scale,
+                None,
+                None,
+            )?);
+        }
+        // [n, heads, 1, d] is laid out as [n, heads * d].
+        Ok(concatenate(&outs, 0)?.reshape(&[1, n, -1])?)
+    }
+
+    /// Attention of one item's chunk of new tokens (rows `rows`):
+    /// `[1, len, heads * head_dim]`.
+    fn chunk_attention(
+        &self,
+        [qk, v]: [&Array; 2],
+        rows: std::ops::Range<i32>,
+        item: &mut BatchItem<'_>,
+        idx: usize,
+    ) -> Result<Array> {
+        let c = &self.config;
+        let dims = c.head_dim as i32;
+        let l = rows.end - rows.start;
+        let heads = |all: &Array, n: usize| -> Result<Array> {
+            Ok(all
+                .index((.., rows.clone(), ..))
+                .reshape(&[1, l, n as i32, dims])?
+                .transpose_axes(&[0, 2, 1, 3])?)
+        };
+        let offset = item.cache.offset() as i32;
+        let rotate = |t: Array| rope(t, dims, c.rope_traditional, c.rope_theta, 1.0, offset, None);
+        let qk = rotate(heads(qk, c.num_heads + c.num_kv_heads)?)?;
+        let h = c.num_heads as i32;
+        let (q, k) = (qk.index((.., ..h)), qk.index((.., h..)));
+        let v = heads(v, c.num_kv_heads)?;
+        let scale = (c.head_dim as f32).powf(-0.5);
+        let fixed = item.cache.capacity().is_some();
+        let (k, v) = item.cache.update(idx, k, v)?;
+        let o = if fixed {
+            fixed_shape_attention(&q, &k, &v, scale, offset as usize)?
+        } else {
+            let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
+            scaled_dot_product_attention(q, k, v, scale, mask, None)?
+        };
+        Ok(o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[1, l, -1])?)
     }
 
     /// `lin` applied to `x` (`[1, rows, in]`). In batch-invariant mode the
@@ -166,8 +276,12 @@ impl Llama {
     }
 
     fn mlp(&self, layer: &Layer, x: &Array) -> Result<Array> {
-        let gate = mlx_rs::nn::silu(self.dense(&layer.gate_proj, x)?)?;
-        let up = self.dense(&layer.up_proj, x)?;
+        let [gate, up]: [Array; 2] = layer
+            .gate_up_proj
+            .forward_with(x, |lin, x| self.dense(lin, x))?
+            .try_into()
+            .expect("gate and up");
+        let gate = mlx_rs::nn::silu(gate)?;
         self.dense(&layer.down_proj, &gate.multiply(&up)?)
     }
 }
