@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# afm-serve, mlx-lm's server and llama.cpp's llama-server on the same
+# machine and the same weights (the bundled SmolLM2 GGUF; mlx-lm gets it
+# through `afm-serve convert --dtype f32`, the form afm computes in on the
+# CPU), measured one after the other with the same afm-bench workload, then
+# compared. For each server: a cold first request (one short prompt, right
+# after start-up), then the sweep. Run on a quiet machine; not part of CI
+# (it takes tens of minutes, more the first time: llama-server is built from
+# source). Extra arguments go to every sweep (e.g. --concurrency 1,8);
+# PEERS="mlx-lm llama-server" re-measures some servers only.
+# Results: $OUT/<server>/bench.{json,html}, $OUT/<server>-cold/, and the
+# comparisons printed at the end.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+bash scripts/setup.sh
+cargo build --release -q -p afm-engine -p afm-harness --bins
+LLAMA_SERVER="$(bash bench/peers/llama-server.sh)"
+MLX_LM_BIN="$(bash bench/peers/mlx-lm.sh)"
+GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
+F32_DIR=.cache/peers/smollm2-f32
+[ -f "$F32_DIR/model.safetensors" ] ||
+    target/release/afm-serve convert --model "$GGUF" --out "$F32_DIR" --dtype f32
+OUT="${OUT:-target/peers}"
+MAX_SEQS=32
+SWEEP=(--concurrency 1,8,32 --requests 32 --max-tokens 64 --warmup 2 "$@")
+COLD=(--concurrency 1 --requests 1 --max-tokens 8 --warmup 0)
+mkdir -p "$OUT"
+
+wait_healthy() { # url pid
+    for _ in $(seq 1 180); do
+        curl -sf "$1/health" >/dev/null && return 0
+        kill -0 "$2" 2>/dev/null || { echo "server exited before $1 was healthy" >&2; return 1; }
+        sleep 1
+    done
+    echo "no healthy server at $1" >&2
+    return 1
+}
+
+# run NAME PORT MODEL COMMAND...: starts the server, measures with requests
+# naming MODEL ("-": the one the server lists), stops it.
+run() {
+    local name="$1" port="$2" model=()
+    [ "$3" = - ] || model=(--model "$3")
+    shift 3
+    [[ " ${PEERS:-afm-serve mlx-lm llama-server} " == *" $name "* ]] || return 0
+    "$@" >"$OUT/$name.log" 2>&1 &
+    local pid=$!
+    trap "kill $pid 2>/dev/null || true" EXIT
+    wait_healthy "http://127.0.0.1:$port" "$pid"
+    local flags="$*"
+    target/release/afm-bench --url "http://127.0.0.1:$port" "${model[@]}" \
+        --server-flags "$flags" "${COLD[@]}" --out "$OUT/$name-cold"
+    target/release/afm-bench --url "http://127.0.0.1:$port" "${model[@]}" \
+        --server-flags "$flags" "${SWEEP[@]}" --out "$OUT/$name"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    trap - EXIT
+}
+
+run afm-serve 9999 - target/release/afm-serve --model "$GGUF" --enable-prefix-caching \
+    --concurrent "$MAX_SEQS" --port 9999
+# mlx-lm loads the model a request names; it lists none of its own.
+run mlx-lm 8081 "$F32_DIR" "$MLX_LM_BIN/mlx_lm.server" --model "$F32_DIR" --port 8081 \
+    --decode-concurrency "$MAX_SEQS" --log-level WARNING
+LD_LIBRARY_PATH="$(dirname "$LLAMA_SERVER")" run llama-server 8080 - "$LLAMA_SERVER" \
+    -m "$GGUF" --port 8080 -np "$MAX_SEQS" -c $((MAX_SEQS * 1024)) -t "$(nproc)" --metrics
+
+for peer in mlx-lm llama-server; do
+    target/release/afm-bench compare "$OUT/afm-serve" "$OUT/$peer"
+    target/release/afm-bench compare "$OUT/afm-serve-cold" "$OUT/$peer-cold"
+done

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs mlx-lm (MLX's own Python LLM server) with the CPU build of MLX into
+# its own virtual environment under .cache/peers/, points that MLX at the same
+# BLAS library afm uses (BLIS; MLX_LM_BLAS=openblas picks Debian's OpenBLAS),
+# and prints the environment's bin directory. Idempotent.
+# MLX_LM_VERSION picks another release.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+VERSION="${MLX_LM_VERSION:-0.32.2}"
+VENV="$ROOT/.cache/peers/mlx-lm-$VERSION"
+case "${MLX_LM_BLAS:-blis}" in
+blis) BLAS=/usr/lib/x86_64-linux-gnu/blis-pthread/libblis.so.4 ;;
+openblas) BLAS=/usr/lib/x86_64-linux-gnu/libopenblas.so.0 ;;
+*) echo "MLX_LM_BLAS must be blis or openblas" >&2; exit 1 ;;
+esac
+[ -e "$BLAS" ] || { echo "missing $BLAS (apt-get install libblis4-pthread or libopenblas0)" >&2; exit 1; }
+if [ ! -x "$VENV/bin/mlx_lm.server" ]; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "mlx-lm==$VERSION" "mlx[cpu]" >&2
+fi
+for lib in "$VENV"/lib/python3*/site-packages/mlx_cpu.libs/libblas-*.so*; do
+    ln -sf "$BLAS" "$lib"
+done
+echo "$VENV/bin"
