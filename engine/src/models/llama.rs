@@ -96,13 +96,13 @@ impl Llama {
     /// Attention for every item: the q/k/v projection runs once over all new
     /// tokens; each item then attends over its own cache only. Items that
     /// decode one token share one RoPE call (per-item offsets) and skip the
-    /// per-item reshapes; prefill chunks, and every item in batch-invariant
-    /// mode, go one by one.
+    /// per-item reshapes; prefill chunks go one by one.
     fn attention(
         &self,
         layer: &Layer,
         x: &Array,
         items: &mut [BatchItem<'_>],
+        layout: &BatchLayout,
         idx: usize,
     ) -> Result<Array> {
         // q and k side by side, so one RoPE call rotates both.
@@ -111,84 +111,52 @@ impl Llama {
             .forward_grouped(x, |lin, x| self.dense(lin, x), &[2, 1])?
             .try_into()
             .expect("q and k, then v");
-        let mut starts = Vec::with_capacity(items.len());
-        let mut total = 0i32;
-        for item in items.iter() {
-            starts.push(total);
-            total += item.tokens.len() as i32;
-        }
-        let decoding: Vec<usize> = if self.batch_invariant {
-            Vec::new()
-        } else {
-            (0..items.len())
-                .filter(|&i| items[i].tokens.len() == 1)
-                .collect()
-        };
         // Outputs in this order: decoding items' rows, then the others'.
         let mut pieces = Vec::new();
-        let mut order = Vec::with_capacity(total as usize);
-        if !decoding.is_empty() {
-            let rows: Vec<i32> = decoding.iter().map(|&i| starts[i]).collect();
-            pieces.push(self.decode_attention([&qk_all, &v_all], &rows, items, &decoding, idx)?);
-            order.extend(rows);
+        if let Some(decode) = &layout.decode {
+            pieces.push(self.decode_attention([&qk_all, &v_all], decode, items, idx)?);
         }
         for (i, item) in items.iter_mut().enumerate() {
-            let l = item.tokens.len() as i32;
-            if decoding.contains(&i) {
+            if layout.decode.as_ref().is_some_and(|d| d.is_member[i]) {
                 continue;
             }
-            let rows = starts[i]..starts[i] + l;
-            pieces.push(self.chunk_attention([&qk_all, &v_all], rows.clone(), item, idx)?);
-            order.extend(rows);
+            let start = layout.starts[i];
+            let rows = start..start + item.tokens.len() as i32;
+            pieces.push(self.chunk_attention([&qk_all, &v_all], rows, item, idx)?);
         }
         let o = if pieces.len() == 1 {
             pieces.pop().expect("one piece")
         } else {
             concatenate(&pieces, 1)?
         };
-        // Back to the items' token order, if the grouping changed it.
-        let o = if order.iter().enumerate().all(|(p, &r)| p as i32 == r) {
-            o
-        } else {
-            let mut inverse = vec![0i32; order.len()];
-            for (p, &r) in order.iter().enumerate() {
-                inverse[r as usize] = p as i32;
-            }
-            o.take_axis(Array::from_slice(&inverse, &[total]), 1)?
+        let o = match &layout.to_item_order {
+            Some(inverse) => o.take_axis(inverse, 1)?,
+            None => o,
         };
         self.dense(&layer.o_proj, &o)
     }
 
-    /// Attention of items that each add one token (rows `rows` of the
-    /// projections): `[1, n, heads * head_dim]`.
+    /// Attention of the items that each add one token:
+    /// `[1, n, heads * head_dim]`, in `decode.items` order.
     fn decode_attention(
         &self,
         [qk, v]: [&Array; 2],
-        rows: &[i32],
+        decode: &DecodeGroup,
         items: &mut [BatchItem<'_>],
-        decoding: &[usize],
         idx: usize,
     ) -> Result<Array> {
         let c = &self.config;
-        let (n, dims) = (rows.len() as i32, c.head_dim as i32);
-        let every_row = qk.dim(1) == n;
-        let picked = Array::from_slice(rows, &[n]);
+        let (n, dims) = (decode.items.len() as i32, c.head_dim as i32);
         // [1, rows, heads * d] -> [n, heads, 1, d]
         let heads = |all: &Array, h: usize| -> Result<Array> {
-            let all = if every_row {
-                all.clone()
-            } else {
-                all.take_axis(&picked, 1)?
+            let all = match &decode.rows {
+                Some(rows) => all.take_axis(rows, 1)?,
+                None => all.clone(),
             };
             Ok(all
                 .reshape(&[n, 1, h as i32, dims])?
                 .transpose_axes(&[0, 2, 1, 3])?)
         };
-        let offsets: Vec<i32> = decoding
-            .iter()
-            .map(|&i| items[i].cache.offset() as i32)
-            .collect();
-        let offsets = Array::from_slice(&offsets, &[n]);
         let rotate = |t: Array| {
             rope_dynamic(
                 t,
@@ -196,7 +164,7 @@ impl Llama {
                 c.rope_traditional,
                 c.rope_theta,
                 1.0,
-                &offsets,
+                &decode.offsets,
                 None,
             )
         };
@@ -205,8 +173,8 @@ impl Llama {
         let (q, k) = (qk.index((.., ..h)), qk.index((.., h..)));
         let v = heads(v, c.num_kv_heads)?;
         let scale = (c.head_dim as f32).powf(-0.5);
-        let mut outs = Vec::with_capacity(decoding.len());
-        for (j, &i) in decoding.iter().enumerate() {
+        let mut outs = Vec::with_capacity(decode.items.len());
+        for (j, &i) in decode.items.iter().enumerate() {
             let j = j as i32;
             let one = |t: &Array| t.index(j..j + 1);
             let (keys, values) = items[i].cache.update(idx, one(&k), one(&v))?;
@@ -299,9 +267,10 @@ impl CausalLm for Llama {
             .collect();
         let ids = Array::from_slice(&ids, &[1, ids.len() as i32]);
         let mut h = self.embed.lookup(&ids)?;
+        let layout = BatchLayout::new(items, !self.batch_invariant);
         for (i, layer) in self.layers.iter().enumerate() {
             let x = rms_norm(&h, Some(&layer.input_norm), eps)?;
-            h = h.add(&self.attention(layer, &x, items, i)?)?;
+            h = h.add(&self.attention(layer, &x, items, &layout, i)?)?;
             let x = rms_norm(&h, Some(&layer.post_norm), eps)?;
             h = h.add(&self.mlp(layer, &x)?)?;
         }
@@ -331,6 +300,85 @@ impl CausalLm for Llama {
 
     fn new_cache(&self) -> KvCache {
         KvCache::new(self.config.num_layers)
+    }
+}
+
+/// Where each item's tokens sit in the batch row and how attention groups
+/// them. The same for every layer of a pass, so it is built once per pass.
+struct BatchLayout {
+    /// First row of each item.
+    starts: Vec<i32>,
+    /// The items that decode one token, attended as one group.
+    decode: Option<DecodeGroup>,
+    /// Attention outputs come decode group first; this permutation puts the
+    /// rows back in item order (`None`: already in order).
+    to_item_order: Option<Array>,
+}
+
+struct DecodeGroup {
+    /// Item indices, in the group's order.
+    items: Vec<usize>,
+    /// `is_member[i]`: item `i` is in the group.
+    is_member: Vec<bool>,
+    /// Their rows in the batch (`None`: every row is theirs, in order).
+    rows: Option<Array>,
+    /// Their cache offsets (RoPE positions of their new token).
+    offsets: Array,
+}
+
+impl BatchLayout {
+    /// `group_decoding`: whether one-token items form a decode group (not in
+    /// batch-invariant mode, where every item keeps fixed-shape attention).
+    fn new(items: &[BatchItem<'_>], group_decoding: bool) -> Self {
+        let mut starts = Vec::with_capacity(items.len());
+        let mut total = 0i32;
+        for item in items {
+            starts.push(total);
+            total += item.tokens.len() as i32;
+        }
+        let is_member: Vec<bool> = items
+            .iter()
+            .map(|i| group_decoding && i.tokens.len() == 1)
+            .collect();
+        let members: Vec<usize> = (0..items.len()).filter(|&i| is_member[i]).collect();
+        if members.is_empty() {
+            return BatchLayout {
+                starts,
+                decode: None,
+                to_item_order: None,
+            };
+        }
+        // Row order of the attention output: the group, then the rest.
+        let mut order: Vec<i32> = members.iter().map(|&i| starts[i]).collect();
+        let n = order.len() as i32;
+        let rows = (n != total).then(|| Array::from_slice(&order, &[n]));
+        let offsets: Vec<i32> = members
+            .iter()
+            .map(|&i| items[i].cache.offset() as i32)
+            .collect();
+        for (i, item) in items.iter().enumerate() {
+            if !is_member[i] {
+                order.extend(starts[i]..starts[i] + item.tokens.len() as i32);
+            }
+        }
+        let in_order = order.iter().enumerate().all(|(p, &r)| p as i32 == r);
+        let to_item_order = (!in_order).then(|| {
+            let mut inverse = vec![0i32; order.len()];
+            for (p, &r) in order.iter().enumerate() {
+                inverse[r as usize] = p as i32;
+            }
+            Array::from_slice(&inverse, &[total])
+        });
+        BatchLayout {
+            starts,
+            decode: Some(DecodeGroup {
+                items: members,
+                is_member,
+                rows,
+                offsets: Array::from_slice(&offsets, &[n]),
+            }),
+            to_item_order,
+        }
     }
 }
 
