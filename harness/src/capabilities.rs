@@ -1,14 +1,22 @@
 //! Capability detection (the preflight): small probe requests find out
-//! what the target can do, so cases it cannot pass for want of a feature
-//! are skipped with the reason instead of failing.
+//! what the target does, judged by behaviour, not by what it claims.
+//!
+//! A capability is absent only when the server says so (a 4xx or 501 that
+//! names the parameter, a missing endpoint, AFM's `downgraded` grammar
+//! header) or the user does (`--assume-absent`, a profile); then the cases
+//! that need it are skipped with that evidence. A parameter accepted with
+//! 200 and then ignored is the very bug class of the seed reports, so its
+//! cases run, fail, and say "accepted and ignored". Each probe's request
+//! outcome is kept as evidence in the report.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::checks::clip_to;
 use crate::reply::Reply;
-use crate::target::Target;
+use crate::target::{Exchange, Target};
 
 /// Every capability a case may require.
 pub const ALL: [&str; 8] = [
@@ -22,168 +30,367 @@ pub const ALL: [&str; 8] = [
     "prefix_cache",
 ];
 
-/// What was found: each capability, present or not, with the evidence.
+/// Markers of a thinking mode that must never reach `content`.
+pub const REASONING_MARKERS: [&str; 4] = ["<think>", "</think>", "<|channel>", "<channel|>"];
+
+/// What a probe found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// It works.
+    Present,
+    /// The server or the user says it is not there (or, for `reasoning`,
+    /// the model shows no thinking mode): its cases are skipped.
+    Absent,
+    /// Accepted (200) and then ignored: its cases run and fail.
+    Ignored,
+    /// The server does not report what the cases measure (no
+    /// `cached_tokens` field): its cases are skipped as "not reported".
+    Unreported,
+    /// The ability shows up in the wrong place (thinking markers in
+    /// `content`): its cases run and fail.
+    Misplaced,
+    /// The probe failed without naming the parameter (5xx, transport
+    /// error, or chat itself does not work): its cases run.
+    Broken,
+}
+
+impl State {
+    /// Whether cases needing the capability run.
+    pub fn runs(self) -> bool {
+        !matches!(self, State::Absent | State::Unreported)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Present => "present",
+            State::Absent => "absent",
+            State::Ignored => "accepted and ignored",
+            State::Unreported => "not reported",
+            State::Misplaced => "misplaced",
+            State::Broken => "broken",
+        }
+    }
+}
+
+/// What was found: each capability with its state and the evidence.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Capabilities {
     pub found: BTreeMap<String, Detected>,
+    /// The `model` of the chat probe's reply: the model actually served.
+    #[serde(default)]
+    pub served_model: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Detected {
-    pub present: bool,
+    pub state: State,
     pub evidence: String,
 }
 
+/// Whether `name` is a capability cases may require.
+pub fn is_known(name: &str) -> bool {
+    ALL.contains(&name)
+}
+
 impl Capabilities {
-    /// The reason a case requiring `needs` cannot run, if any.
+    fn set(&mut self, name: &str, state: State, evidence: impl Into<String>) {
+        self.found.insert(
+            name.into(),
+            Detected {
+                state,
+                evidence: evidence.into(),
+            },
+        );
+    }
+
+    /// The reason a case requiring `needs` is skipped, if it is.
     pub fn missing(&self, needs: &[String]) -> Option<String> {
         let absent: Vec<String> = needs
             .iter()
-            .filter(|n| !self.found.get(*n).is_some_and(|d| d.present))
-            .map(|n| match self.found.get(n) {
-                Some(d) => format!("{n}: {}", d.evidence),
-                None => format!("{n}: unknown capability"),
+            .filter_map(|n| {
+                let d = self.found.get(n)?;
+                (!d.state.runs()).then(|| format!("{n} {}: {}", d.state.as_str(), d.evidence))
             })
             .collect();
         (!absent.is_empty()).then(|| format!("target lacks {}", absent.join("; ")))
     }
 
-    /// Marks capabilities the user asserted (`--assume`), skipping probes.
-    pub fn assume(&mut self, name: &str) {
-        self.found.insert(
-            name.into(),
-            Detected {
-                present: true,
-                evidence: "assumed (--assume)".into(),
-            },
-        );
+    /// What the probes saw of `needs` that explains a failure of a case
+    /// that ran anyway (a capability accepted and ignored, misplaced, or
+    /// broken).
+    pub fn notes(&self, needs: &[String]) -> Option<String> {
+        let notes: Vec<String> = needs
+            .iter()
+            .filter_map(|n| {
+                let d = self.found.get(n)?;
+                (d.state.runs() && d.state != State::Present)
+                    .then(|| format!("{n} {}: {}", d.state.as_str(), d.evidence))
+            })
+            .collect();
+        (!notes.is_empty()).then(|| notes.join("; "))
     }
 
-    /// Probes the target.
-    pub async fn detect(target: &Target) -> Capabilities {
-        let mut caps = Capabilities::default();
-        let mut set = |name: &str, present: bool, evidence: String| {
-            caps.found
-                .insert(name.into(), Detected { present, evidence });
-        };
-        let ask = |extra: Value| {
-            let mut body = json!({
-                "messages": [{"role": "user", "content": "Say hello."}],
-                "max_tokens": 8,
-                "temperature": 0
-            });
-            if let (Value::Object(b), Value::Object(e)) = (&mut body, extra) {
-                b.extend(e);
-            }
-            body
-        };
+    /// Marks a capability the user asserted (`--assume`), skipping its probe.
+    pub fn assume(&mut self, name: &str) {
+        self.set(name, State::Present, "assumed (--assume)");
+    }
 
-        let chat = target.post("/v1/chat/completions", &ask(json!({}))).await;
+    /// Marks a capability the user declared absent (`--assume-absent`, a
+    /// profile), with the reason given.
+    pub fn assume_absent(&mut self, name: &str, reason: &str) {
+        self.set(name, State::Absent, format!("declared absent: {reason}"));
+    }
+
+    /// Probes the target for every capability not already set. `nonce`
+    /// keeps the cache probe's prompt unique to this run.
+    pub async fn detect(target: &Target, nonce: &str) -> Capabilities {
+        Self::default().probe(target, nonce).await
+    }
+
+    /// Probes what is not already set (by `--assume` or a profile).
+    pub async fn probe(mut self, target: &Target, nonce: &str) -> Capabilities {
+        let wanted = |caps: &Capabilities, name: &str| !caps.found.contains_key(name);
+        let chat = target.post(CHAT, &ask(json!({}))).await;
         let chat_ok = chat.status == 200 && chat.body["choices"].is_array();
-        set("chat", chat_ok, format!("status {}", chat.status));
+        self.served_model = chat.body["model"].as_str().map(str::to_string);
+        if wanted(&self, "chat") {
+            let state = if chat_ok {
+                State::Present
+            } else {
+                State::Broken
+            };
+            self.set("chat", state, outcome(&chat));
+        }
         if !chat_ok {
+            // Nothing else can be told apart; every case runs and shows why.
             for name in ALL.iter().skip(1) {
-                set(name, false, "chat completions do not work".into());
+                if wanted(&self, name) {
+                    self.set(name, State::Broken, "not probed: chat completions fail");
+                }
             }
-            return caps;
+            return self;
         }
 
-        let s = target
-            .post("/v1/chat/completions", &ask(json!({"stream": true})))
-            .await;
-        set(
-            "streaming",
-            s.status == 200 && !s.chunks.is_empty(),
-            format!("status {}, {} chunks", s.status, s.chunks.len()),
-        );
+        if wanted(&self, "streaming") {
+            let s = target.post(CHAT, &ask(json!({"stream": true}))).await;
+            let (state, seen) = if s.status == 200 && !s.chunks.is_empty() {
+                (State::Present, format!("{} chunks", s.chunks.len()))
+            } else {
+                accepted_or_refused(&s, &["stream"], "no SSE chunks")
+            };
+            self.set("streaming", state, format!("{}; {seen}", outcome(&s)));
+        }
 
-        let c = target
-            .post(
-                "/v1/completions",
-                &json!({"prompt": "Hello", "max_tokens": 4, "temperature": 0}),
-            )
-            .await;
-        set(
-            "completions",
-            c.status == 200 && c.body["choices"][0]["text"].is_string(),
-            format!("status {}", c.status),
-        );
+        if wanted(&self, "completions") {
+            let c = target
+                .post(
+                    "/v1/completions",
+                    &json!({"prompt": "Hello", "max_tokens": 4, "temperature": 0}),
+                )
+                .await;
+            let state = if c.status == 200 && c.body["choices"][0]["text"].is_string() {
+                State::Present
+            } else if matches!(c.status, 404 | 405 | 501) {
+                State::Absent
+            } else {
+                State::Broken
+            };
+            self.set("completions", state, outcome(&c));
+        }
 
-        let lp = target
-            .post(
-                "/v1/chat/completions",
-                &ask(json!({"logprobs": true, "top_logprobs": 2})),
-            )
-            .await;
-        let lp_reply = Reply::of(&lp);
-        set(
-            "logprobs",
-            !lp_reply.logprobs.is_empty(),
-            format!("{} logprob entries", lp_reply.logprobs.len()),
-        );
+        if wanted(&self, "logprobs") {
+            let lp = target
+                .post(CHAT, &ask(json!({"logprobs": true, "top_logprobs": 2})))
+                .await;
+            let n = Reply::of(&lp).logprobs.len();
+            let (state, seen) = if lp.status == 200 && n > 0 {
+                (State::Present, format!("{n} logprob entries"))
+            } else {
+                accepted_or_refused(&lp, &["logprobs"], "no logprobs in the reply")
+            };
+            self.set("logprobs", state, format!("{}; {seen}", outcome(&lp)));
+        }
 
-        let tool = json!([{"type": "function", "function": {"name": "get_time",
-            "description": "Current time in a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                           "required": ["city"]}}}]);
-        let t = target
-            .post(
-                "/v1/chat/completions",
-                &json!({"messages": [{"role": "user", "content": "What time is it in Paris? Use the tool."}],
-                        "tools": tool, "tool_choice": "required", "max_tokens": 60, "temperature": 0}),
-            )
-            .await;
-        let t_reply = Reply::of(&t);
-        set(
-            "tools",
-            !t_reply.tool_calls.is_empty(),
-            format!(
-                "status {}, {} tool calls for tool_choice required",
-                t.status,
-                t_reply.tool_calls.len()
+        if wanted(&self, "tools") {
+            let t = target.post(CHAT, &forced_tool_call()).await;
+            let n = Reply::of(&t).tool_calls.len();
+            let (state, seen) = if t.status == 200 && n > 0 {
+                (State::Present, format!("{n} tool calls"))
+            } else {
+                accepted_or_refused(
+                    &t,
+                    &["tool"],
+                    "no tool call although tool_choice was required",
+                )
+            };
+            self.set("tools", state, format!("{}; {seen}", outcome(&t)));
+        }
+
+        if wanted(&self, "grammar") {
+            let (state, evidence) = probe_grammar(target).await;
+            self.set("grammar", state, evidence);
+        }
+
+        if wanted(&self, "reasoning") {
+            let r = target
+                .post(
+                    CHAT,
+                    &json!({"messages": [{"role": "user", "content": "Is 17 a prime number? Think first."}],
+                            "max_tokens": 64, "temperature": 0}),
+                )
+                .await;
+            let reply = Reply::of(&r);
+            let leaked: Vec<&str> = REASONING_MARKERS
+                .iter()
+                .copied()
+                .filter(|m| reply.content.contains(m))
+                .collect();
+            let (state, seen) = if !reply.reasoning.is_empty() {
+                (
+                    State::Present,
+                    format!("{} bytes of reasoning", reply.reasoning.len()),
+                )
+            } else if !leaked.is_empty() {
+                (
+                    State::Misplaced,
+                    format!("thinking markers {leaked:?} in content"),
+                )
+            } else {
+                (
+                    State::Absent,
+                    "no reasoning and no thinking markers: the model shows no thinking mode".into(),
+                )
+            };
+            self.set("reasoning", state, format!("{}; {seen}", outcome(&r)));
+        }
+
+        if wanted(&self, "prefix_cache") {
+            let long = json!({"messages": [
+                {"role": "system", "content": format!("Preflight {nonce}. {}", crate::filler::sentences(40))},
+                {"role": "user", "content": "Say hello."}], "max_tokens": 2, "temperature": 0});
+            let _cold = target.post(CHAT, &long).await;
+            let warm = target.post(CHAT, &long).await;
+            let reply = Reply::of(&warm);
+            let prompt = reply.usage_field("prompt_tokens").unwrap_or(0);
+            let (state, seen) = match reply.usage_field("prompt_tokens_details.cached_tokens") {
+                Some(0) => (
+                    State::Ignored,
+                    format!("cached_tokens 0 of {prompt} on a repeated prompt"),
+                ),
+                Some(n) => (
+                    State::Present,
+                    format!("cached_tokens {n} of {prompt} on a repeated prompt"),
+                ),
+                None if warm.status == 200 => (
+                    State::Unreported,
+                    "usage.prompt_tokens_details.cached_tokens is not in the reply".into(),
+                ),
+                None => (State::Broken, "no usable reply".into()),
+            };
+            self.set("prefix_cache", state, format!("{}; {seen}", outcome(&warm)));
+        }
+        self
+    }
+}
+
+const CHAT: &str = "/v1/chat/completions";
+
+fn ask(extra: Value) -> Value {
+    let mut body = json!({
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": 8,
+        "temperature": 0
+    });
+    if let (Value::Object(b), Value::Object(e)) = (&mut body, extra) {
+        b.extend(e);
+    }
+    body
+}
+
+fn forced_tool_call() -> Value {
+    json!({"messages": [{"role": "user", "content": "What time is it in Paris? Use the tool."}],
+           "tools": [{"type": "function", "function": {"name": "get_time",
+               "description": "Current time in a city",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                              "required": ["city"]}}}],
+           "tool_choice": "required", "max_tokens": 60, "temperature": 0})
+}
+
+/// A schema no unconstrained reply to "Say hello." meets: only a server
+/// that enforces it gives a valid reply.
+fn probe_schema() -> Value {
+    json!({"type": "object",
+           "properties": {"probe_code": {"type": "integer", "minimum": 7000, "maximum": 7999},
+                          "probe_word": {"enum": ["zephyr-quartz"]}},
+           "required": ["probe_code", "probe_word"], "additionalProperties": false})
+}
+
+async fn probe_grammar(target: &Target) -> (State, String) {
+    let schema = probe_schema();
+    let g = target
+        .post(
+            CHAT,
+            &ask(
+                json!({"max_tokens": 60, "response_format": {"type": "json_schema",
+                "json_schema": {"name": "probe", "strict": true, "schema": schema}}}),
             ),
+        )
+        .await;
+    let header = g.headers.get("x-grammar-constraints").cloned();
+    let content = Reply::of(&g).content;
+    let valid = serde_json::from_str::<Value>(content.trim())
+        .ok()
+        .is_some_and(|v| jsonschema::is_valid(&schema, &v));
+    let mut evidence = format!("{}; content {}", outcome(&g), clip_to(&content, 120));
+    if let Some(h) = &header {
+        evidence.push_str(&format!("; X-Grammar-Constraints: {h}"));
+    }
+    let state = if header.as_deref() == Some("downgraded") {
+        State::Absent
+    } else if g.status == 200 && valid {
+        State::Present
+    } else {
+        let (state, seen) = accepted_or_refused(
+            &g,
+            &["response_format", "json_schema"],
+            "the reply does not meet the schema",
         );
+        evidence.push_str(&format!("; {seen}"));
+        state
+    };
+    (state, evidence)
+}
 
-        let g = target
-            .post(
-                "/v1/chat/completions",
-                &ask(json!({"response_format": {"type": "json_object"}, "max_tokens": 30})),
-            )
-            .await;
-        let header = g.headers.get("x-grammar-constraints").cloned();
-        set(
-            "grammar",
-            header.as_deref() == Some("enforced"),
-            format!("X-Grammar-Constraints: {header:?}"),
-        );
+/// A probe whose feature did not show: refused by name (absent), accepted
+/// and ignored (200), or failed otherwise (broken).
+fn accepted_or_refused(ex: &Exchange, params: &[&str], ignored: &str) -> (State, String) {
+    if ex.status == 200 {
+        return (State::Ignored, ignored.into());
+    }
+    let body = ex.body.to_string().to_ascii_lowercase();
+    let named = params
+        .iter()
+        .find(|p| body.contains(&p.to_ascii_lowercase()));
+    match named {
+        Some(p) if (400..500).contains(&ex.status) || ex.status == 501 => (
+            State::Absent,
+            format!(
+                "refused, naming {p:?}: {}",
+                clip_to(&ex.body.to_string(), 200)
+            ),
+        ),
+        _ => (
+            State::Broken,
+            format!("failed: {}", clip_to(&ex.body.to_string(), 200)),
+        ),
+    }
+}
 
-        let r = target
-            .post(
-                "/v1/chat/completions",
-                &json!({"messages": [{"role": "user", "content": "Is 17 a prime number? Think first."}],
-                        "max_tokens": 64, "temperature": 0}),
-            )
-            .await;
-        let r_reply = Reply::of(&r);
-        set(
-            "reasoning",
-            !r_reply.reasoning.is_empty(),
-            format!("{} bytes of reasoning_content", r_reply.reasoning.len()),
-        );
-
-        let long = json!({"messages": [
-            {"role": "system", "content": format!("Preflight {}", "cache probe text. ".repeat(40))},
-            {"role": "user", "content": "Say hello."}], "max_tokens": 2, "temperature": 0});
-        let _cold = target.post("/v1/chat/completions", &long).await;
-        let warm = target.post("/v1/chat/completions", &long).await;
-        let cached = Reply::of(&warm)
-            .usage_field("prompt_tokens_details.cached_tokens")
-            .unwrap_or(0);
-        set(
-            "prefix_cache",
-            cached > 0,
-            format!("{cached} cached tokens on a repeated prompt"),
-        );
-        caps
+/// The request's path and status, or the transport error.
+fn outcome(ex: &Exchange) -> String {
+    match &ex.transport_error {
+        Some(e) => format!("POST {}: {e}", ex.path),
+        None => format!("POST {} -> {}", ex.path, ex.status),
     }
 }

@@ -323,11 +323,15 @@ fn normalized_json(text: &str) -> String {
 }
 
 fn clip(s: &str) -> String {
-    const MAX: usize = 400;
-    if s.len() <= MAX {
+    clip_to(s, 400)
+}
+
+/// `s` quoted, cut at a character boundary after `max` bytes.
+pub(crate) fn clip_to(s: &str, max: usize) -> String {
+    if s.len() <= max {
         return format!("{s:?}");
     }
-    let mut end = MAX;
+    let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }

@@ -14,8 +14,10 @@ use crate::report::{CaseResult, Report, Status};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Change {
-    /// Passed in A, fails in B; also a new case that fails (unless it is a
-    /// known failure): CI gates on these.
+    /// Passed in A, fails, errors or skips in B (a feature that vanished
+    /// skips as readily as it fails; `--allow-skips` relaxes the skip);
+    /// also a new case that fails (unless it is a known failure): CI gates
+    /// on these.
     Regression,
     /// Failed in A, passes in B.
     Fixed,
@@ -62,6 +64,15 @@ pub struct Entry {
     pub output_diff: Option<String>,
     /// B's failed checks.
     pub failures: Vec<String>,
+    /// Why B skipped or errored (or what the probes saw of a failure).
+    pub reason: Option<String>,
+}
+
+/// How strict a comparison is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// A case that passed and now skips is not a regression.
+    pub allow_skips: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -72,7 +83,7 @@ pub struct Diff {
 }
 
 impl Diff {
-    pub fn compare(a: &Report, b: &Report, known: &KnownFailures) -> Diff {
+    pub fn compare(a: &Report, b: &Report, known: &KnownFailures, options: Options) -> Diff {
         let before: BTreeMap<&str, &CaseResult> =
             a.cases.iter().map(|c| (c.id.as_str(), c)).collect();
         let after: BTreeMap<&str, &CaseResult> =
@@ -87,7 +98,12 @@ impl Diff {
                 let label = known
                     .label(id)
                     .or_else(|| y.and_then(|c| c.known_issue.clone()));
-                let change = classify(x.map(|c| c.status), y.map(|c| c.status), label.is_some());
+                let change = classify(
+                    x.map(|c| c.status),
+                    y.map(|c| c.status),
+                    label.is_some(),
+                    options.allow_skips,
+                );
                 let any = y.or(x).expect("in one of them");
                 let output_diff = match (x, y) {
                     (Some(x), Some(y)) if x.status != y.status || y.status.failed() => {
@@ -117,6 +133,7 @@ impl Diff {
                                 .collect()
                         })
                         .unwrap_or_default(),
+                    reason: y.and_then(|c| c.reason.clone()),
                 }
             })
             .collect();
@@ -166,6 +183,11 @@ impl Diff {
                 if let Some(k) = &e.known_issue {
                     let _ = writeln!(out, "      known: {k}");
                 }
+                if change == Change::Regression || change == Change::NowSkipped {
+                    if let Some(r) = &e.reason {
+                        let _ = writeln!(out, "      reason: {r}");
+                    }
+                }
                 if change == Change::Regression {
                     for f in &e.failures {
                         let _ = writeln!(out, "      {f}");
@@ -194,9 +216,15 @@ pub const GROUPS: [Change; 8] = [
     Change::Unchanged,
 ];
 
-fn classify(before: Option<Status>, after: Option<Status>, known: bool) -> Change {
+fn classify(
+    before: Option<Status>,
+    after: Option<Status>,
+    known: bool,
+    allow_skips: bool,
+) -> Change {
     use Status::*;
     match (before, after) {
+        (Some(Pass), Some(Skip)) if !allow_skips => Change::Regression,
         (None, Some(s)) if s.failed() && !known => Change::Regression,
         (None, Some(_)) => Change::New,
         (Some(_), None) => Change::Removed,
@@ -237,16 +265,21 @@ mod tests {
     #[test]
     fn statuses_move_into_their_groups() {
         use Status::*;
-        assert_eq!(classify(Some(Pass), Some(Fail), false), Change::Regression);
-        assert_eq!(classify(Some(Pass), Some(Error), true), Change::Regression);
-        assert_eq!(classify(Some(Fail), Some(Pass), false), Change::Fixed);
-        assert_eq!(classify(Some(Fail), Some(Fail), true), Change::StillFailing);
-        assert_eq!(classify(Some(Pass), Some(Skip), false), Change::NowSkipped);
-        assert_eq!(classify(Some(Skip), Some(Pass), false), Change::NowRunning);
-        assert_eq!(classify(None, Some(Pass), false), Change::New);
-        assert_eq!(classify(None, Some(Fail), false), Change::Regression);
-        assert_eq!(classify(None, Some(Fail), true), Change::New);
-        assert_eq!(classify(Some(Pass), None, false), Change::Removed);
-        assert_eq!(classify(Some(Pass), Some(Pass), false), Change::Unchanged);
+        let strict = |a, b, known| classify(a, b, known, false);
+        assert_eq!(strict(Some(Pass), Some(Fail), false), Change::Regression);
+        assert_eq!(strict(Some(Pass), Some(Error), true), Change::Regression);
+        assert_eq!(strict(Some(Fail), Some(Pass), false), Change::Fixed);
+        assert_eq!(strict(Some(Fail), Some(Fail), true), Change::StillFailing);
+        assert_eq!(strict(Some(Pass), Some(Skip), false), Change::Regression);
+        assert_eq!(strict(Some(Fail), Some(Skip), false), Change::NowSkipped);
+        assert_eq!(strict(Some(Skip), Some(Pass), false), Change::NowRunning);
+        assert_eq!(strict(None, Some(Pass), false), Change::New);
+        assert_eq!(strict(None, Some(Fail), false), Change::Regression);
+        assert_eq!(strict(None, Some(Fail), true), Change::New);
+        assert_eq!(strict(Some(Pass), None, false), Change::Removed);
+        assert_eq!(strict(Some(Pass), Some(Pass), false), Change::Unchanged);
+        let relaxed = |a, b| classify(a, b, false, true);
+        assert_eq!(relaxed(Some(Pass), Some(Skip)), Change::NowSkipped);
+        assert_eq!(relaxed(Some(Pass), Some(Error)), Change::Regression);
     }
 }

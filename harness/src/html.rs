@@ -10,11 +10,13 @@ use tera::{Context, Tera};
 use crate::bench::charts::{self, Series};
 use crate::bench::report::{BenchReport, LevelResult};
 use crate::diff::{Change, Diff, Entry, GROUPS};
+use crate::matrix::Matrix;
 use crate::report::Report;
 
 const REPORT: &str = include_str!("../../reports/report.html.tera");
 const DIFF: &str = include_str!("../../reports/diff.html.tera");
 const BENCH: &str = include_str!("../../reports/bench.html.tera");
+const MATRIX: &str = include_str!("../../reports/matrix.html.tera");
 
 /// One line of an expected-vs-actual diff.
 #[derive(Serialize)]
@@ -40,6 +42,8 @@ fn tera() -> Result<Tera> {
         .context("diff template")?;
     t.add_raw_template("bench.html", BENCH)
         .context("benchmark template")?;
+    t.add_raw_template("matrix.html", MATRIX)
+        .context("matrix template")?;
     Ok(t)
 }
 
@@ -119,6 +123,15 @@ pub fn render_diff(diff: &Diff) -> Result<String> {
     tera()?
         .render("diff.html", &ctx)
         .context("rendering the HTML diff")
+}
+
+/// The matrix page: a row per case, a column per target.
+pub fn render_matrix(matrix: &Matrix) -> Result<String> {
+    let mut ctx = Context::new();
+    ctx.insert("m", matrix);
+    tera()?
+        .render("matrix.html", &ctx)
+        .context("rendering the HTML matrix")
 }
 
 type LevelFigure = fn(&LevelResult) -> Option<f64>;

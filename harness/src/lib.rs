@@ -8,6 +8,10 @@
 //! results become a [`report`] (JSON, [`html`], [`junit`]). [`diff`]
 //! compares two reports, with [`known_failures`] attributing old failures.
 //!
+//! [`profile`] declares what probes should not decide, [`server_process`]
+//! starts and stops a server for a run, and [`matrix`] runs several
+//! targets into one report with a column per target.
+//!
 //! [`bench`] is `afm-bench`: load runs over the same targets, measured per
 //! request (TTFT, ITL, end-to-end) and per concurrency level.
 
@@ -19,9 +23,12 @@ pub mod filler;
 pub mod html;
 pub mod junit;
 pub mod known_failures;
+pub mod matrix;
+pub mod profile;
 pub mod reply;
 pub mod report;
 pub mod run_info;
 pub mod runner;
+pub mod server_process;
 pub mod suite;
 pub mod target;

@@ -16,7 +16,7 @@ use crate::suite::{Case, Tier};
 use crate::target::Exchange;
 
 /// Report format version; readers refuse others.
-pub const FORMAT: &str = "afm-test-report/1";
+pub const FORMAT: &str = "afm-test-report/2";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -142,7 +142,12 @@ impl CaseResult {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunInfo {
     pub target: String,
+    /// The model the server said it served (the `model` of its replies),
+    /// else the one requested.
     pub model: String,
+    /// The `model` requests named (none: the server's default).
+    #[serde(default)]
+    pub requested_model: Option<String>,
     /// Engine settings (in-process) or what the user said of the server.
     pub server_flags: Vec<String>,
     pub engine_version: String,

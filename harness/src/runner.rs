@@ -19,8 +19,19 @@ pub struct RunOptions {
     pub selection: Selection,
     /// Cases run at the same time (1: one after another).
     pub concurrency: usize,
-    /// Seeds the nonces, and is the `seed` of requests that set none.
+    /// The `seed` of requests that set none (sampling reproducible).
     pub seed: u64,
+    /// Unique to the run whatever the seed: the `{{nonce}}`s derive from
+    /// it, so no cache of an earlier run against the same server helps.
+    pub nonce: u64,
+}
+
+/// A value no other run shares: the clock's nanoseconds and the process id.
+pub fn run_nonce() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    mix(nanos, u64::from(std::process::id()))
 }
 
 /// Runs every selected case; `progress` is told after each one.
@@ -44,14 +55,27 @@ pub async fn run(
             let (target, case, section_id) =
                 (target.clone(), case.clone(), section.section.clone());
             let missing = capabilities.missing(&case.requires);
+            let notes = capabilities.notes(&case.requires);
             let (limit, progress) = (limit.clone(), progress.clone());
-            let nonce = format!("{:x}", mix(options.seed, ordinal));
+            let nonce = format!("{:x}", mix(options.nonce, ordinal));
             let seed = options.seed;
             handles.push(tokio::spawn(async move {
                 let _slot = limit.acquire().await.expect("semaphore");
                 let result = match missing {
                     Some(reason) => CaseResult::skipped(&section_id, &case, reason),
-                    None => run_case(&target, &section_id, &case, &nonce, seed).await,
+                    None => {
+                        let mut r = run_case(&target, &section_id, &case, &nonce, seed).await;
+                        // What the probes saw explains why it failed.
+                        if r.status.failed() {
+                            if let Some(n) = notes {
+                                r.reason = Some(match r.reason.take() {
+                                    Some(e) => format!("{e}; {n}"),
+                                    None => n,
+                                });
+                            }
+                        }
+                        r
+                    }
                 };
                 progress(&result);
                 result
@@ -68,7 +92,7 @@ pub async fn run(
     results
 }
 
-/// SplitMix64 step: distinct, reproducible nonces per case from one seed.
+/// SplitMix64 step: distinct nonces per case from the run's nonce.
 fn mix(seed: u64, n: u64) -> u64 {
     let mut z = seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -205,7 +229,7 @@ async fn play(
         } => {
             let probe = prepare(&case.request, stream, &[]);
             let alone = target.post(path, &probe).await;
-            let other = prepare(filler, stream, &[]);
+            let other = prepare(filler.as_ref().unwrap_or(&case.request), stream, &[]);
             let bodies = (0..*n)
                 .map(|i| {
                     if positions.contains(&i) {
@@ -325,9 +349,10 @@ mod tests {
     }
 
     #[test]
-    fn nonces_differ_per_case_and_repeat_per_seed() {
+    fn nonces_differ_per_case_and_per_run() {
         assert_ne!(mix(7, 1), mix(7, 2));
         assert_eq!(mix(7, 1), mix(7, 1));
         assert_ne!(mix(7, 1), mix(8, 1));
+        assert_ne!(run_nonce(), run_nonce());
     }
 }

@@ -60,13 +60,15 @@ pub enum Scenario {
     Replay,
     /// The request streamed and whole; checks apply to both.
     StreamPair,
-    /// The request in slots `positions` of `n` parallel requests whose
-    /// other slots carry `filler` (a different request); checks apply to
-    /// the probes.
+    /// The request alone, then in slots `positions` of `n` parallel
+    /// requests whose other slots carry `filler` (a different request;
+    /// not needed when the probes fill every slot); checks apply to the
+    /// alone one and the probes.
     BatchPositions {
         n: usize,
         positions: Vec<usize>,
-        filler: Value,
+        #[serde(default)]
+        filler: Option<Value>,
     },
     /// A raw body (not JSON-encoded by the harness) to a path, for
     /// validation cases: `body` is sent as is.
@@ -145,6 +147,18 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Section>> {
         for c in &section.cases {
             if !ids.insert(c.id.clone()) {
                 bail!("suite {}: case id '{}' is used twice", f.display(), c.id);
+            }
+            if let Some(r) = c
+                .requires
+                .iter()
+                .find(|r| !crate::capabilities::is_known(r))
+            {
+                bail!(
+                    "suite {}: case '{}' requires unknown capability '{r}' ({})",
+                    f.display(),
+                    c.id,
+                    crate::capabilities::ALL.join(", ")
+                );
             }
             for check in &c.checks {
                 check

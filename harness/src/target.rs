@@ -49,6 +49,10 @@ pub enum Target {
         client: reqwest::Client,
         base: String,
         api_key: Option<String>,
+        /// Sent as `model` in every request body that names none: servers
+        /// that route by it (vLLM, AFM's multi-model mode, mlx-lm) refuse
+        /// or misroute requests without it.
+        model: Option<String>,
     },
 }
 
@@ -68,7 +72,35 @@ impl Target {
             client,
             base: base.trim_end_matches('/').to_string(),
             api_key,
+            model: None,
         }
+    }
+
+    /// The same target, naming `model` in every request (HTTP only: the
+    /// in-process engine serves one model).
+    pub fn with_model(mut self, name: Option<String>) -> Self {
+        if let Target::Http { model, .. } = &mut self {
+            *model = name;
+        }
+        self
+    }
+
+    /// The model requests name: the one given, else none.
+    pub fn model(&self) -> Option<&str> {
+        match self {
+            Target::InProcess(api) => api.model_ids.first().map(String::as_str),
+            Target::Http { model, .. } => model.as_deref(),
+        }
+    }
+
+    /// The first id of `GET /v1/models` (None when the list is empty).
+    /// Fails when the server cannot be reached at all.
+    pub async fn listed_model(&self) -> anyhow::Result<Option<String>> {
+        let ex = self.get("/v1/models").await;
+        if let Some(e) = ex.transport_error {
+            anyhow::bail!("cannot reach {}: {e}", self.describe());
+        }
+        Ok(ex.body["data"][0]["id"].as_str().map(str::to_string))
     }
 
     pub fn describe(&self) -> String {
@@ -106,6 +138,7 @@ impl Target {
                 client,
                 base,
                 api_key,
+                ..
             } => {
                 let mut req = client.get(format!("{base}{path}"));
                 if let Some(k) = api_key {
@@ -129,13 +162,12 @@ impl Target {
     /// `POST path` with a JSON request (streamed when it says so).
     pub async fn post(&self, path: &str, request: &Value) -> Exchange {
         let body = serde_json::to_vec(request).expect("JSON");
-        let mut ex = self.post_raw(path, body).await;
-        ex.request = request.clone();
-        ex
+        self.post_raw(path, body).await
     }
 
     /// `POST path` with bytes as they are (for malformed-input cases).
     pub async fn post_raw(&self, path: &str, body: Vec<u8>) -> Exchange {
+        let body = self.name_model(body);
         let start = Instant::now();
         let streamed = serde_json::from_slice::<Value>(&body)
             .ok()
@@ -154,6 +186,7 @@ impl Target {
                 client,
                 base,
                 api_key,
+                ..
             } => {
                 let mut req = client
                     .post(format!("{base}{path}"))
@@ -170,6 +203,26 @@ impl Target {
         }
         ex.millis = millis_since(start);
         ex
+    }
+}
+
+impl Target {
+    /// Adds `"model"` to a JSON-object body that names none; other bodies
+    /// (malformed ones, for validation cases) go as they are.
+    fn name_model(&self, body: Vec<u8>) -> Vec<u8> {
+        let Target::Http {
+            model: Some(name), ..
+        } = self
+        else {
+            return body;
+        };
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(Value::Object(mut map)) if !map.contains_key("model") => {
+                map.insert("model".into(), Value::String(name.clone()));
+                serde_json::to_vec(&map).unwrap_or(body)
+            }
+            _ => body,
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use afm_engine::openai_api::ApiContext;
 use afm_engine::{Engine, EngineConfig};
 use afm_harness::capabilities::{self, Capabilities};
-use afm_harness::diff::{Change, Diff};
+use afm_harness::diff::{Change, Diff, Options};
 use afm_harness::known_failures::KnownFailures;
 use afm_harness::report::{CaseResult, Report, RunInfo, Status};
 use afm_harness::runner::{self, RunOptions};
@@ -113,6 +113,7 @@ async fn run(
         },
         concurrency: 1,
         seed,
+        nonce: runner::run_nonce(),
     };
     runner::run(&target, sections, &all_capabilities(), &options, |_| {}).await
 }
@@ -193,7 +194,7 @@ async fn each_seed_bug_is_caught_by_its_case_and_by_no_other() {
                 .map(|x| x.id.clone())
                 .collect()
         };
-        let forward = Diff::compare(&before, &after, &known);
+        let forward = Diff::compare(&before, &after, &known, Options::default());
         assert_eq!(
             ids(&forward, Change::Regression),
             expected,
@@ -207,7 +208,7 @@ async fn each_seed_bug_is_caught_by_its_case_and_by_no_other() {
             forward.text()
         );
         assert!(forward.has_regressions());
-        let backward = Diff::compare(&after, &before, &known);
+        let backward = Diff::compare(&after, &before, &known, Options::default());
         assert_eq!(
             ids(&backward, Change::Fixed),
             expected,

@@ -243,20 +243,12 @@ async fn served_model(target: &Target, given: Option<&str>) -> Result<String> {
     if let Some(m) = given {
         return Ok(m.to_string());
     }
-    let ex = target.get("/v1/models").await;
-    if let Some(e) = ex.transport_error {
-        bail!("cannot reach {}: {e}", target.describe());
-    }
-    ex.body["data"][0]["id"]
-        .as_str()
-        .map(str::to_string)
-        .with_context(|| {
-            format!(
-                "{} lists no model at /v1/models (HTTP {}); pass --model",
-                target.describe(),
-                ex.status
-            )
-        })
+    target.listed_model().await?.with_context(|| {
+        format!(
+            "{} lists no model at /v1/models; pass --model",
+            target.describe()
+        )
+    })
 }
 
 fn request(model: &str, messages: Value, max_tokens: u32, extra: &Value) -> Value {

@@ -2,18 +2,21 @@
 //! an OpenAI-compatible server, writes JSON/HTML/JUnit reports, and
 //! compares two reports (`diff`) for CI gates.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use afm_engine::openai_api::ApiContext;
 use afm_engine::{Engine, EngineConfig};
-use afm_harness::capabilities::Capabilities;
-use afm_harness::diff::Diff;
+use afm_harness::diff::{Diff, Options as DiffOptions};
 use afm_harness::known_failures::KnownFailures;
-use afm_harness::report::{Report, RunInfo, Status};
+use afm_harness::matrix::{Matrix, MatrixFile};
+use afm_harness::profile::Profile;
+use afm_harness::report::{CaseResult, Report, RunInfo};
 use afm_harness::runner::{self, RunOptions};
+use afm_harness::server_process::ServerProcess;
 use afm_harness::suite::{self, Selection, Tier};
 use afm_harness::target::Target;
 use afm_harness::{html, junit, run_info};
@@ -37,7 +40,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the suites (the default).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the cases of a tier.
     List {
         #[arg(long, default_value = "full")]
@@ -58,6 +61,18 @@ enum Command {
         /// Attributes pre-existing failures to issues.
         #[arg(long)]
         known_failures: Option<PathBuf>,
+        /// A case that passed and now skips is not a regression.
+        #[arg(long)]
+        allow_skips: bool,
+    },
+    /// Run several targets (servers, models, flag sets) from a TOML file
+    /// into one report with a column per target.
+    Matrix {
+        /// The matrix file (see suites/README.md).
+        file: PathBuf,
+        /// Where each target's report and matrix.{json,html} go.
+        #[arg(long, default_value = "afm-test-matrix")]
+        out: PathBuf,
     },
 }
 
@@ -65,13 +80,23 @@ enum Command {
 struct RunArgs {
     #[arg(long, default_value = "standard")]
     tier: Tier,
-    /// Model for the in-process engine (alias, .gguf, folder, HF repo id).
-    #[arg(long, conflicts_with = "url")]
+    /// The model: for the in-process engine an alias, .gguf, folder or HF
+    /// repo id; with --url or --server the name sent as `model` in every
+    /// request (default: the first id of GET /v1/models) and `{model}` in
+    /// the --server command.
+    #[arg(long)]
     model: Option<String>,
     /// Base URL of an OpenAI-compatible server (instead of the engine).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "server")]
     url: Option<String>,
-    /// Bearer key for --url.
+    /// Start this server, run, stop it: a shell command with `{port}`
+    /// (a free port) and `{model}` (--model) in it.
+    #[arg(long)]
+    server: Option<String>,
+    /// Seconds to wait for a --server to answer.
+    #[arg(long, default_value_t = 300)]
+    server_timeout: u64,
+    /// Bearer key for --url / --server.
     #[arg(long)]
     api_key: Option<String>,
     /// Only these sections (repeatable).
@@ -90,7 +115,7 @@ struct RunArgs {
     /// Cases run at the same time.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
-    /// Seeds nonces and the `seed` of requests that set none.
+    /// The `seed` of requests that set none (nonces stay unique per run).
     #[arg(long)]
     seed: Option<u64>,
     /// Suite folder (default: ./suites, else the project's).
@@ -99,6 +124,13 @@ struct RunArgs {
     /// Treat a capability as present without probing (repeatable).
     #[arg(long = "assume")]
     assume: Vec<String>,
+    /// Treat a capability as absent: its cases skip (repeatable;
+    /// `NAME=REASON` records why).
+    #[arg(long = "assume-absent")]
+    assume_absent: Vec<String>,
+    /// A target profile (TOML: `assume`, `[absent]` with reasons).
+    #[arg(long)]
+    profile: Option<PathBuf>,
     /// In-process engine: a chat template file replacing the model's.
     #[arg(long)]
     chat_template: Option<PathBuf>,
@@ -112,14 +144,22 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         None => run(cli.run),
-        Some(Command::Run(args)) => run(args),
+        Some(Command::Run(args)) => run(*args),
         Some(Command::List { tier, suites }) => list(tier, suites),
         Some(Command::Diff {
             before,
             after,
             html,
             known_failures,
-        }) => diff(&before, &after, html.as_deref(), known_failures.as_deref()),
+            allow_skips,
+        }) => diff(
+            &before,
+            &after,
+            html.as_deref(),
+            known_failures.as_deref(),
+            DiffOptions { allow_skips },
+        ),
+        Some(Command::Matrix { file, out }) => matrix(&file, &out),
     };
     match result {
         Ok(code) => code,
@@ -181,6 +221,7 @@ fn diff(
     after: &Path,
     html_out: Option<&Path>,
     known: Option<&Path>,
+    options: DiffOptions,
 ) -> Result<ExitCode> {
     let a = Report::read(before)?;
     let b = Report::read(after)?;
@@ -188,7 +229,7 @@ fn diff(
         Some(p) => KnownFailures::read(p)?,
         None => KnownFailures::default(),
     };
-    let d = Diff::compare(&a, &b, &known);
+    let d = Diff::compare(&a, &b, &known, options);
     print!("{}", d.text());
     if let Some(p) = html_out {
         std::fs::write(p, html::render_diff(&d)?)
@@ -202,6 +243,16 @@ fn diff(
 }
 
 fn run(args: RunArgs) -> Result<ExitCode> {
+    let report = run_report(&args)?;
+    Ok(if report.unexplained_failures() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Runs the suites against one target and writes its report files.
+fn run_report(args: &RunArgs) -> Result<Report> {
     let started = Instant::now();
     let started_at = run_info::now();
     html::check_templates()?;
@@ -210,13 +261,17 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         Some(p) => KnownFailures::read(p)?,
         None => KnownFailures::default(),
     };
-    for a in &args.assume {
-        if !afm_harness::capabilities::ALL.contains(&a.as_str()) {
-            bail!(
-                "--assume: unknown capability '{a}' ({})",
-                afm_harness::capabilities::ALL.join(", ")
-            );
-        }
+    let profile = match &args.profile {
+        Some(p) => Profile::read(p)?,
+        None => Profile::default(),
+    }
+    .with_flags(&args.assume, &args.assume_absent)?;
+    let remote = args.url.is_some() || args.server.is_some();
+    if !remote && args.api_key.is_some() {
+        bail!("--api-key needs --url or --server");
+    }
+    if remote && args.chat_template.is_some() {
+        bail!("--chat-template is for the in-process engine; give the server its own");
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
@@ -225,51 +280,6 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_secs())
     });
-
-    let (target, model, flags) = match &args.url {
-        Some(url) => (
-            Target::http(url, args.api_key.clone()),
-            args.model.clone().unwrap_or_else(|| "served model".into()),
-            Vec::new(),
-        ),
-        None => {
-            let model = args.model.clone().unwrap_or_else(|| "smollm2".into());
-            let chat_template = match &args.chat_template {
-                Some(p) => Some(
-                    std::fs::read_to_string(p)
-                        .with_context(|| format!("--chat-template: cannot read {}", p.display()))?,
-                ),
-                None => None,
-            };
-            let config = EngineConfig {
-                prefix_caching: true,
-                grammar_constraints: true,
-                concurrent: 8,
-                deterministic: args.deterministic,
-                chat_template,
-                ..Default::default()
-            };
-            let mut flags = vec![
-                "--enable-prefix-caching".to_string(),
-                "--enable-grammar-constraints".into(),
-                "--concurrent 8".into(),
-            ];
-            if args.deterministic {
-                flags.push("--deterministic".into());
-            }
-            if let Some(p) = &args.chat_template {
-                flags.push(format!("--chat-template {}", p.display()));
-            }
-            let engine = Engine::start(&model, config)?;
-            let api = ApiContext::new(engine, &model);
-            (Target::InProcess(Arc::new(api)), model, flags)
-        }
-    };
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
     let selection = Selection {
         tier: args.tier,
         sections: args.sections.clone(),
@@ -283,40 +293,80 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     if selected == 0 {
         bail!("no case matches the tier, --section and --case given");
     }
-    eprintln!("afm-test: {} against {}", selected, target.describe());
-    let mut capabilities = runtime.block_on(Capabilities::detect(&target));
-    for a in &args.assume {
-        capabilities.assume(a);
-    }
-    let bar = ProgressBar::new(selected as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let progress_bar = bar.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+
+    // Kept alive for the run; dropping it stops the server.
+    let mut server = None;
+    let (target, flags) = match (&args.url, &args.server) {
+        (Some(url), _) => (Target::http(url, args.api_key.clone()), Vec::new()),
+        (None, Some(command)) => {
+            let log = args.out.join("server.log");
+            let mut process = ServerProcess::start(command, args.model.as_deref(), &log)?;
+            let target = Target::http(&process.base, args.api_key.clone());
+            eprintln!(
+                "afm-test: started `{}` (log {})",
+                process.command,
+                log.display()
+            );
+            runtime
+                .block_on(process.wait_ready(&target, Duration::from_secs(args.server_timeout)))?;
+            let flags = vec![process.command.clone()];
+            server = Some(process);
+            (target, flags)
+        }
+        (None, None) => in_process_target(args)?,
+    };
+    let target = if remote {
+        let model = match &args.model {
+            Some(m) => Some(m.clone()),
+            None => runtime.block_on(target.listed_model())?,
+        };
+        target.with_model(model)
+    } else {
+        target
+    };
+    let requested_model = target.model().map(str::to_string);
+
+    let nonce = runner::run_nonce();
+    eprintln!("afm-test: {} cases against {}", selected, target.describe());
+    let capabilities =
+        runtime.block_on(profile.capabilities().probe(&target, &format!("{nonce:x}")));
+    let progress = Progress::new(selected);
+    let reporter = progress.clone();
     let options = RunOptions {
         selection,
         concurrency: args.concurrency,
         seed,
+        nonce,
     };
     let results = runtime.block_on(runner::run(
         &target,
         &sections,
         &capabilities,
         &options,
-        move |r| {
-            progress_bar.set_message(format!("{} {}", r.status.as_str(), r.id));
-            progress_bar.inc(1);
-        },
+        move |r| reporter.case_done(r),
     ));
-    bar.finish_and_clear();
+    progress.finish();
     drop(target);
+    drop(server);
 
     let info = RunInfo {
-        target: args.url.clone().unwrap_or_else(|| "in-process".into()),
-        model,
+        target: args
+            .url
+            .clone()
+            .or_else(|| args.server.as_ref().map(|_| "started by afm-test".into()))
+            .unwrap_or_else(|| "in-process".into()),
+        model: capabilities
+            .served_model
+            .clone()
+            .or_else(|| requested_model.clone())
+            .unwrap_or_else(|| "the server's default".into()),
+        requested_model,
         server_flags: flags,
-        engine_version: if args.url.is_some() {
+        engine_version: if remote {
             "not known (remote server)".into()
         } else {
             format!("afm-engine {}", env!("CARGO_PKG_VERSION"))
@@ -359,8 +409,8 @@ fn run(args: RunArgs) -> Result<ExitCode> {
                 f.check, f.expected, f.actual
             );
         }
-        if c.status == Status::Error {
-            println!("      {}", c.reason.as_deref().unwrap_or_default());
+        if let Some(reason) = &c.reason {
+            println!("      {reason}");
         }
     }
     let s = report.summary;
@@ -374,9 +424,129 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         report.run.wall_seconds,
         json_path.display()
     );
-    Ok(if report.unexplained_failures() > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(report)
+}
+
+/// The in-process engine with the suites' settings, and those settings
+/// as the flags afm-serve would take.
+fn in_process_target(args: &RunArgs) -> Result<(Target, Vec<String>)> {
+    let model = args.model.clone().unwrap_or_else(|| "smollm2".into());
+    let chat_template = match &args.chat_template {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("--chat-template: cannot read {}", p.display()))?,
+        ),
+        None => None,
+    };
+    let config = EngineConfig {
+        prefix_caching: true,
+        grammar_constraints: true,
+        concurrent: 8,
+        deterministic: args.deterministic,
+        chat_template,
+        ..Default::default()
+    };
+    let mut flags = vec![
+        "--enable-prefix-caching".to_string(),
+        "--enable-grammar-constraints".into(),
+        "--concurrent 8".into(),
+    ];
+    if args.deterministic {
+        flags.push("--deterministic".into());
+    }
+    if let Some(p) = &args.chat_template {
+        flags.push(format!("--chat-template {}", p.display()));
+    }
+    let engine = Engine::start(&model, config)?;
+    let api = ApiContext::new(engine, &model);
+    Ok((Target::InProcess(Arc::new(api)), flags))
+}
+
+/// How a run shows its progress: a bar on a terminal; in a log (no
+/// terminal) one `PASS id (ms)` line per case as it ends.
+#[derive(Clone)]
+enum Progress {
+    Bar(ProgressBar),
+    Lines,
+}
+
+impl Progress {
+    fn new(cases: usize) -> Progress {
+        if !std::io::stderr().is_terminal() {
+            return Progress::Lines;
+        }
+        let bar = ProgressBar::new(cases as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Progress::Bar(bar)
+    }
+
+    fn case_done(&self, r: &CaseResult) {
+        match self {
+            Progress::Bar(bar) => {
+                bar.set_message(format!("{} {}", r.status.as_str(), r.id));
+                bar.inc(1);
+            }
+            Progress::Lines => println!(
+                "{:<5} {} ({:.0} ms)",
+                r.status.as_str().to_uppercase(),
+                r.id,
+                r.millis
+            ),
+        }
+    }
+
+    fn finish(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Runs every target of a matrix file, each into its own folder, then
+/// writes the combined report.
+fn matrix(file: &Path, out: &Path) -> Result<ExitCode> {
+    let plan = MatrixFile::read(file)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut columns = Vec::new();
+    for t in &plan.targets {
+        eprintln!("afm-test matrix: {}", t.name);
+        let args = RunArgs {
+            tier: t.tier.or(plan.tier).unwrap_or(Tier::Standard),
+            model: t.model.clone(),
+            url: t.url.clone(),
+            server: t.server.clone(),
+            server_timeout: 300,
+            api_key: t.api_key.clone(),
+            sections: plan.sections.clone(),
+            cases: Vec::new(),
+            out: out.join(&t.name),
+            junit: None,
+            known_failures: t.known_failures.clone(),
+            concurrency: 1,
+            seed: plan.seed,
+            suites: plan.suites.clone(),
+            assume: Vec::new(),
+            assume_absent: Vec::new(),
+            profile: t.profile.clone(),
+            chat_template: t.chat_template.clone(),
+            deterministic: t.deterministic.unwrap_or(true),
+        };
+        let report = run_report(&args)?;
+        columns.push((t.name.clone(), report));
+    }
+    let m = Matrix::new(&columns);
+    m.write(out)?;
+    std::fs::write(out.join("matrix.html"), html::render_matrix(&m)?)
+        .with_context(|| format!("writing {}", out.join("matrix.html").display()))?;
+    print!("{}", m.text());
+    Ok(
+        if columns.iter().any(|(_, r)| r.unexplained_failures() > 0) {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }

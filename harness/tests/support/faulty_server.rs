@@ -29,6 +29,15 @@ pub const FAULTS: [&str; 8] = [
     "missing_logprobs",
 ];
 
+/// Faults that accept a feature and silently drop it: the capability
+/// probes must see them as "accepted and ignored", so the cases run and
+/// fail instead of skipping.
+pub const SILENT_FAULTS: [&str; 3] = [
+    "missing_logprobs",
+    "zero_cached_tokens",
+    "ignored_response_format",
+];
+
 struct Front {
     api: Arc<ApiContext>,
     in_flight: AtomicUsize,
@@ -66,6 +75,18 @@ async fn chat(State(front): State<Arc<Front>>, Path(fault): Path<String>, body: 
 
 async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Response {
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    // A server that treats response_format as a hint: the engine never
+    // sees it.
+    let stripped;
+    let body = match (&request, fault) {
+        (Value::Object(map), "ignored_response_format") => {
+            let mut map = map.clone();
+            map.remove("response_format");
+            stripped = serde_json::to_vec(&map).expect("JSON");
+            &stripped[..]
+        }
+        _ => body,
+    };
     let (streamed, mut chunks, mut whole, grammar) = match front.api.chat_completions(body).await {
         Err(e) => {
             let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
@@ -180,6 +201,7 @@ fn inject_whole(fault: &str, ctx: &Ctx, body: &mut Value) {
             choice["finish_reason"] = json!("length");
         }
         "missing_logprobs" => choice["logprobs"] = Value::Null,
+        "zero_cached_tokens" => body["usage"]["prompt_tokens_details"]["cached_tokens"] = json!(0),
         _ => {}
     }
 }
@@ -193,6 +215,11 @@ fn inject_stream(fault: &str, ctx: &Ctx, chunks: &mut Vec<Value>) {
         c
     };
     match fault {
+        "zero_cached_tokens" => {
+            for c in chunks.iter_mut().filter(|c| c["usage"].is_object()) {
+                c["usage"]["prompt_tokens_details"]["cached_tokens"] = json!(0);
+            }
+        }
         "cache_miss_together" if ctx.together => {
             for c in chunks.iter_mut().filter(|c| c["usage"].is_object()) {
                 c["usage"]["prompt_tokens_details"]["cached_tokens"] = json!(0);

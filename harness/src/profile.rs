@@ -1,0 +1,76 @@
+//! A target profile: what the user knows of a server that probes should
+//! not decide (`--profile FILE`), such as a feature it documents as not
+//! supported. Absent capabilities turn their cases into SKIPs with the
+//! profile's reason; nothing else does.
+//!
+//! ```toml
+//! assume = ["tools"]          # present without probing
+//! [absent]
+//! grammar = "documented: response_format is not supported"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use crate::capabilities::{self, Capabilities};
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    #[serde(default)]
+    pub assume: Vec<String>,
+    /// Capability -> why it is absent.
+    #[serde(default)]
+    pub absent: BTreeMap<String, String>,
+}
+
+impl Profile {
+    pub fn read(path: &Path) -> Result<Profile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading profile {}", path.display()))?;
+        let profile: Profile =
+            toml::from_str(&text).with_context(|| format!("profile {}", path.display()))?;
+        profile
+            .check()
+            .with_context(|| format!("profile {}", path.display()))?;
+        Ok(profile)
+    }
+
+    /// Adds `--assume NAME` and `--assume-absent NAME[=REASON]` flags.
+    pub fn with_flags(mut self, assume: &[String], absent: &[String]) -> Result<Profile> {
+        self.assume.extend(assume.iter().cloned());
+        for a in absent {
+            let (name, reason) = a.split_once('=').unwrap_or((a, "--assume-absent"));
+            self.absent.insert(name.to_string(), reason.to_string());
+        }
+        self.check()?;
+        Ok(self)
+    }
+
+    fn check(&self) -> Result<()> {
+        for name in self.assume.iter().chain(self.absent.keys()) {
+            if !capabilities::is_known(name) {
+                bail!(
+                    "unknown capability '{name}' ({})",
+                    capabilities::ALL.join(", ")
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The capabilities this profile settles, before any probe.
+    pub fn capabilities(&self) -> Capabilities {
+        let mut caps = Capabilities::default();
+        for name in &self.assume {
+            caps.assume(name);
+        }
+        for (name, reason) in &self.absent {
+            caps.assume_absent(name, reason);
+        }
+        caps
+    }
+}
