@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command: installs what is missing, checks formatting,
 # runs every test of the workspace, then gates the engine's behaviour on the
-# committed baseline report (scripts/gate.sh).
+# committed baseline report (scripts/gate.sh) and afm-test's verdicts on a
+# real peer: the standard tier against mlx-lm's server, diffed with its
+# committed report (bench/peers/afm-test.sh; installs mlx-lm on first use).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -9,3 +11,4 @@ bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo test --workspace
 bash scripts/gate.sh
+bash bench/peers/afm-test.sh mlx-lm standard

@@ -131,6 +131,12 @@ pub enum Check {
         #[serde(default)]
         field: Field,
     },
+    /// Each subject's prompt is longer than step `of`'s prompt and reply
+    /// together (usage): the whole conversation reached the model, whatever
+    /// the model then makes of it.
+    PromptHoldsHistory {
+        of: usize,
+    },
     /// No word 4-gram occurs more than `max` times (repetition loops).
     NoRepetition {
         max: usize,
@@ -272,6 +278,32 @@ impl CheckSpec {
                             fail(
                                 format!("{field:?} of step {step}: {}", clip(&want)),
                                 format!("step {i}: {}", clip(&got)),
+                            )
+                        })
+                    })
+                    .collect()
+            }
+            Check::PromptHoldsHistory { of: step } => {
+                let Some(earlier) = steps.get(*step).map(Reply::of) else {
+                    return vec![fail(format!("step {step}"), "no such step".into())];
+                };
+                let (Some(p0), Some(c0)) = (
+                    earlier.usage_field("prompt_tokens"),
+                    earlier.usage_field("completion_tokens"),
+                ) else {
+                    return vec![fail(
+                        format!("usage of step {step}"),
+                        "no prompt_tokens/completion_tokens".into(),
+                    )];
+                };
+                on.iter()
+                    .filter(|&&i| i != *step)
+                    .filter_map(|&i| {
+                        let p = Reply::of(&steps[i]).usage_field("prompt_tokens");
+                        (p.is_none_or(|p| p <= p0 + c0)).then(|| {
+                            fail(
+                                format!("more than {} prompt tokens ({p0} + {c0} of step {step})", p0 + c0),
+                                format!("step {i}: {p:?}"),
                             )
                         })
                     })
@@ -619,7 +651,10 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
                 clip(&ex.body.to_string())
             })
         }
-        Check::AllEqual { .. } | Check::SameAs { .. } | Check::OwnMarker { .. } => Ok(()),
+        Check::AllEqual { .. }
+        | Check::SameAs { .. }
+        | Check::OwnMarker { .. }
+        | Check::PromptHoldsHistory { .. } => Ok(()),
     }
 }
 

@@ -59,8 +59,10 @@ pub async fn run(
             let (limit, progress) = (limit.clone(), progress.clone());
             let nonce = format!("{:x}", mix(options.nonce, ordinal));
             let seed = options.seed;
+            // Taken here, in file order, so cases start in the order listed.
+            let slot = limit.acquire_owned().await.expect("semaphore");
             handles.push(tokio::spawn(async move {
-                let _slot = limit.acquire().await.expect("semaphore");
+                let _slot = slot;
                 let result = match missing {
                     Some(reason) => CaseResult::skipped(&section_id, &case, reason),
                     None => {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# afm-test against a peer server on the bundled model, gated like afm's own
+# engine: the run is compared with the committed report of that peer
+# (baselines/peers/PEER.json), whose failures are each attributed in
+# baselines/peers/PEER.known.toml to the peer's documented behaviour.
+#
+#   bench/peers/afm-test.sh PEER [TIER] [--refresh]
+#
+# PEER: mlx-lm (mlx_lm.server, the CPU build of MLX, on the bundled model
+# exported by `afm-serve convert --dtype f32`) or llama-server (llama.cpp's
+# server built from source, on the GGUF itself). Both get the tools-aware
+# ChatML template of fixtures/templates/, since the bundled model's own
+# template offers no tools. afm-test starts and stops the server itself.
+# TIER defaults to full. `--refresh` replaces the committed report with
+# this run instead of diffing (commit it with the reasons of any new
+# failure). Exit status: afm-test diff's (1 on a regression).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+PEER="${1:?usage: bench/peers/afm-test.sh mlx-lm|llama-server [TIER] [--refresh]}"
+TIER="${2:-full}"
+REFRESH="${3:-}"
+TEMPLATE=fixtures/templates/chatml-tools.jinja
+GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
+afm_test() { cargo run -q -p afm-harness --bin afm-test -- "$@"; }
+
+case "$PEER" in
+mlx-lm)
+    BIN="$(bash bench/peers/mlx-lm.sh)"
+    MODEL=.cache/peers/smollm2-f32
+    [ -f "$MODEL/model.safetensors" ] ||
+        cargo run -q -p afm-engine --bin afm-serve -- convert --model "$GGUF" \
+            --out "$MODEL" --dtype f32 >&2
+    # mlx_lm.server takes the template's text, not a file.
+    SERVER="$BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\""
+    ;;
+llama-server)
+    BIN="$(bash bench/peers/llama-server.sh)"
+    MODEL="$GGUF"
+    export LD_LIBRARY_PATH="$(dirname "$BIN")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    SERVER="$BIN -m {model} --port {port} --jinja --chat-template-file $TEMPLATE -np 8 -c 16384 -t $(nproc)"
+    ;;
+*)
+    echo "unknown peer '$PEER' (mlx-lm or llama-server)" >&2
+    exit 2
+    ;;
+esac
+
+OUT="target/peers-test/$PEER-$TIER"
+BASELINE="baselines/peers/$PEER.json"
+KNOWN="baselines/peers/$PEER.known.toml"
+rc=0
+afm_test run --tier "$TIER" --seed 1 --server "$SERVER" --model "$MODEL" \
+    --known-failures "$KNOWN" --out "$OUT" || rc=$?
+[ "$rc" -le 1 ] || exit "$rc"
+if [ "$REFRESH" = "--refresh" ]; then
+    # The committed copy names the checkout ".", not where it was made.
+    sed "s|$ROOT|.|g" "$OUT/report.json" >"$BASELINE"
+    echo "peers: $BASELINE replaced by this run"
+else
+    afm_test diff "$BASELINE" "$OUT/report.json" --known-failures "$KNOWN" \
+        --html "$OUT/diff.html"
+fi
