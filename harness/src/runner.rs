@@ -255,10 +255,24 @@ async fn play(
     }
 }
 
-/// `{{slot}}` replaced by the request's slot among parallel ones.
+/// Words for `{{slot_word}}`: common, distinct, none inside another, so
+/// telling replies apart needs no digit-exact copying from a small model.
+const SLOT_WORDS: [&str; 16] = [
+    "maple", "otter", "candle", "violet", "harbor", "pepper", "tundra", "lantern",
+    "walnut", "falcon", "meadow", "copper", "thistle", "glacier", "saffron", "beacon",
+];
+
+/// `text` with `{{slot}}` as the slot's index and `{{slot_word}}` as its
+/// word among parallel requests.
+pub fn slot_text(text: &str, k: usize) -> String {
+    text.replace("{{slot}}", &k.to_string())
+        .replace("{{slot_word}}", SLOT_WORDS[k % SLOT_WORDS.len()])
+}
+
+/// The slot placeholders replaced in every string of `v`.
 fn with_slot(v: &Value, k: usize) -> Value {
     match v {
-        Value::String(s) => Value::String(s.replace("{{slot}}", &k.to_string())),
+        Value::String(s) => Value::String(slot_text(s, k)),
         Value::Array(items) => Value::Array(items.iter().map(|i| with_slot(i, k)).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
