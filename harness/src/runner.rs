@@ -258,8 +258,8 @@ async fn play(
 /// Words for `{{slot_word}}`: common, distinct, none inside another, so
 /// telling replies apart needs no digit-exact copying from a small model.
 const SLOT_WORDS: [&str; 16] = [
-    "maple", "otter", "candle", "violet", "harbor", "pepper", "tundra", "lantern",
-    "walnut", "falcon", "meadow", "copper", "thistle", "glacier", "saffron", "beacon",
+    "MAPLE", "OTTER", "CANDLE", "VIOLET", "HARBOR", "PEPPER", "TUNDRA", "LANTERN", "WALNUT",
+    "FALCON", "MEADOW", "COPPER", "THISTLE", "GLACIER", "SAFFRON", "BEACON",
 ];
 
 /// `text` with `{{slot}}` as the slot's index and `{{slot_word}}` as its
