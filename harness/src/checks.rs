@@ -303,7 +303,10 @@ impl CheckSpec {
                         let p = Reply::of(&steps[i]).usage_field("prompt_tokens");
                         (p.is_none_or(|p| p <= p0 + c0)).then(|| {
                             fail(
-                                format!("more than {} prompt tokens ({p0} + {c0} of step {step})", p0 + c0),
+                                format!(
+                                    "more than {} prompt tokens ({p0} + {c0} of step {step})",
+                                    p0 + c0
+                                ),
                                 format!("step {i}: {p:?}"),
                             )
                         })
