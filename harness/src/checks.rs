@@ -104,8 +104,7 @@ pub enum Check {
         #[serde(default)]
         allow_misses: usize,
     },
-    /// Subject k's content holds `marker` with the slot placeholders of
-    /// slot k (any letter case), and no other
+    /// Subject k's content holds `marker` with `{{slot}}` = k, and no other
     /// subject's marker (parallel requests keep their own replies).
     OwnMarker {
         marker: String,
@@ -241,12 +240,12 @@ impl CheckSpec {
             }
             Check::OwnMarker { marker } => {
                 let markers: Vec<String> = (0..on.len())
-                    .map(|k| crate::runner::slot_text(marker, k).to_lowercase())
+                    .map(|k| marker.replace("{{slot}}", &k.to_string()))
                     .collect();
                 on.iter()
                     .enumerate()
                     .filter_map(|(k, &i)| {
-                        let content = Reply::of(&steps[i]).content.to_lowercase();
+                        let content = Reply::of(&steps[i]).content;
                         let others: Vec<&String> = markers
                             .iter()
                             .enumerate()

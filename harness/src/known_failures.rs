@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Deserialize;
 
 use crate::report::Report;
@@ -39,10 +39,7 @@ struct File {
 
 impl KnownFailures {
     pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading known failures {}", path.display()))?;
-        let file: File =
-            toml::from_str(&text).with_context(|| format!("known failures {}", path.display()))?;
+        let file: File = crate::toml_input::read(path, "known failures")?;
         Ok(KnownFailures {
             by_id: file.known.into_iter().map(|k| (k.id.clone(), k)).collect(),
         })

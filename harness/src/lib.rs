@@ -32,3 +32,4 @@ pub mod runner;
 pub mod server_process;
 pub mod suite;
 pub mod target;
+pub mod toml_input;

@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::report::{write_json, Report, Status, Summary};
@@ -76,10 +76,7 @@ pub struct MatrixTarget {
 
 impl MatrixFile {
     pub fn read(path: &Path) -> Result<MatrixFile> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading matrix {}", path.display()))?;
-        let mut file: MatrixFile =
-            toml::from_str(&text).with_context(|| format!("matrix {}", path.display()))?;
+        let mut file: MatrixFile = crate::toml_input::read(path, "matrix")?;
         let dir = path.parent().unwrap_or(Path::new("."));
         let relative = |p: &mut Option<PathBuf>| {
             if let Some(p) = p {

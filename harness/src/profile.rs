@@ -29,10 +29,7 @@ pub struct Profile {
 
 impl Profile {
     pub fn read(path: &Path) -> Result<Profile> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading profile {}", path.display()))?;
-        let profile: Profile =
-            toml::from_str(&text).with_context(|| format!("profile {}", path.display()))?;
+        let profile: Profile = crate::toml_input::read(path, "profile")?;
         profile
             .check()
             .with_context(|| format!("profile {}", path.display()))?;

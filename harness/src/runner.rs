@@ -255,24 +255,10 @@ async fn play(
     }
 }
 
-/// Words for `{{slot_word}}`: common, distinct, none inside another, so
-/// telling replies apart needs no digit-exact copying from a small model.
-const SLOT_WORDS: [&str; 16] = [
-    "MAPLE", "OTTER", "CANDLE", "VIOLET", "HARBOR", "PEPPER", "TUNDRA", "LANTERN", "WALNUT",
-    "FALCON", "MEADOW", "COPPER", "THISTLE", "GLACIER", "SAFFRON", "BEACON",
-];
-
-/// `text` with `{{slot}}` as the slot's index and `{{slot_word}}` as its
-/// word among parallel requests.
-pub fn slot_text(text: &str, k: usize) -> String {
-    text.replace("{{slot}}", &k.to_string())
-        .replace("{{slot_word}}", SLOT_WORDS[k % SLOT_WORDS.len()])
-}
-
-/// The slot placeholders replaced in every string of `v`.
+/// `{{slot}}` replaced by the request's slot among parallel ones.
 fn with_slot(v: &Value, k: usize) -> Value {
     match v {
-        Value::String(s) => Value::String(slot_text(s, k)),
+        Value::String(s) => Value::String(s.replace("{{slot}}", &k.to_string())),
         Value::Array(items) => Value::Array(items.iter().map(|i| with_slot(i, k)).collect()),
         Value::Object(map) => Value::Object(
             map.iter()

@@ -141,9 +141,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Section>> {
     let mut sections = Vec::new();
     let mut ids = BTreeSet::new();
     for f in files {
-        let text = std::fs::read_to_string(&f)?;
-        let section: Section =
-            toml::from_str(&text).with_context(|| format!("suite {}", f.display()))?;
+        let section: Section = crate::toml_input::read(&f, "suite")?;
         for c in &section.cases {
             if !ids.insert(c.id.clone()) {
                 bail!("suite {}: case id '{}' is used twice", f.display(), c.id);

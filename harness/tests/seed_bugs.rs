@@ -7,17 +7,13 @@
 mod support;
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
-use std::sync::Arc;
 
-use afm_engine::openai_api::ApiContext;
-use afm_engine::{Engine, EngineConfig};
 use afm_harness::capabilities::{self, Capabilities};
 use afm_harness::diff::{Change, Diff, Options};
 use afm_harness::known_failures::KnownFailures;
 use afm_harness::report::{CaseResult, Report, RunInfo, Status};
 use afm_harness::runner::{self, RunOptions};
-use afm_harness::suite::{self, Section, Selection, Tier};
+use afm_harness::suite::{Section, Selection, Tier};
 use afm_harness::target::Target;
 
 use support::faulty_server;
@@ -137,21 +133,9 @@ fn explain(results: &[CaseResult]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_seed_bug_is_caught_by_its_case_and_by_no_other() {
-    let sections =
-        suite::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites")).unwrap();
-    let engine = Engine::start(
-        "smollm2",
-        EngineConfig {
-            prefix_caching: true,
-            grammar_constraints: true,
-            concurrent: 8,
-            // The determinism cases hold exactly only in batch-invariant mode.
-            deterministic: true,
-            ..Default::default()
-        },
-    )
-    .expect("run scripts/setup.sh first");
-    let base = faulty_server::start(Arc::new(ApiContext::new(engine, "smollm2"))).await;
+    let sections = faulty_server::suites();
+    // The determinism cases hold exactly only in batch-invariant mode.
+    let base = faulty_server::start_with_engine(true).await;
     assert_eq!(faulty_server::FAULTS.len(), EXPECTATIONS.len());
 
     // Clean runs are shared by faults that use the same sections.

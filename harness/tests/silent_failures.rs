@@ -9,14 +9,11 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 
-use afm_engine::openai_api::ApiContext;
-use afm_engine::{Engine, EngineConfig};
 use afm_harness::capabilities::{Capabilities, State};
 use afm_harness::report::{CaseResult, Report, RunInfo, Status};
 use afm_harness::runner::{self, RunOptions};
-use afm_harness::suite::{self, Section, Selection, Tier};
+use afm_harness::suite::{Section, Selection, Tier};
 use afm_harness::target::Target;
 
 use support::faulty_server;
@@ -98,19 +95,8 @@ fn write(dir: &Path, name: &str, caps: &Capabilities, results: Vec<CaseResult>) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn features_accepted_and_ignored_fail_their_sections_and_the_diff() {
-    let sections =
-        suite::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites")).unwrap();
-    let engine = Engine::start(
-        "smollm2",
-        EngineConfig {
-            prefix_caching: true,
-            grammar_constraints: true,
-            concurrent: 8,
-            ..Default::default()
-        },
-    )
-    .expect("run scripts/setup.sh first");
-    let base = faulty_server::start(Arc::new(ApiContext::new(engine, "smollm2"))).await;
+    let sections = faulty_server::suites();
+    let base = faulty_server::start_with_engine(false).await;
     let dir = scratch("reports");
 
     for e in &EXPECTATIONS {

@@ -43,6 +43,27 @@ struct Front {
     in_flight: AtomicUsize,
 }
 
+/// The project's suites, as the tests run them.
+pub fn suites() -> Vec<afm_harness::suite::Section> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites");
+    afm_harness::suite::load_dir(&dir).unwrap()
+}
+
+/// The bundled model's engine as afm-test runs it (prefix cache, grammar,
+/// 8 slots; `deterministic` for exact determinism cases) behind the
+/// front; returns its base address.
+pub async fn start_with_engine(deterministic: bool) -> String {
+    let config = afm_engine::EngineConfig {
+        prefix_caching: true,
+        grammar_constraints: true,
+        concurrent: 8,
+        deterministic,
+        ..Default::default()
+    };
+    let engine = afm_engine::Engine::start("smollm2", config).expect("run scripts/setup.sh first");
+    start(Arc::new(ApiContext::new(engine, "smollm2"))).await
+}
+
 /// Serves on an ephemeral port; returns its base address.
 pub async fn start(api: Arc<ApiContext>) -> String {
     let front = Arc::new(Front {
