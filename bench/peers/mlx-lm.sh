@@ -16,7 +16,10 @@ esac
 [ -e "$BLAS" ] || { echo "missing $BLAS (apt-get install libblis4-pthread or libopenblas0)" >&2; exit 1; }
 if [ ! -x "$VENV/bin/mlx_lm.server" ]; then
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check "mlx-lm==$VERSION" "mlx[cpu]" >&2
+    # MLX and transformers pinned too: the committed peer report
+    # (baselines/peers/mlx-lm.json) was taken with these.
+    "$VENV/bin/pip" install -q --disable-pip-version-check "mlx-lm==$VERSION" \
+        "mlx[cpu]==${MLX_VERSION:-0.32.4}" "transformers==${TRANSFORMERS_VERSION:-5.23.0}" >&2
 fi
 for lib in "$VENV"/lib/python3*/site-packages/mlx_cpu.libs/libblas-*.so*; do
     ln -sf "$BLAS" "$lib"
