@@ -9,8 +9,8 @@
 
 use std::time::Instant;
 
-use afm_engine::engine::EngineEvent;
 use afm_engine::models::{BatchItem, KvCache};
+use afm_engine::EngineEvent;
 use afm_engine::{ChatRequest, Engine, EngineConfig, LoadedModel};
 use serde_json::json;
 
@@ -132,7 +132,7 @@ fn main() {
             .map(|i| {
                 let r = user_request(i, args.tokens);
                 model
-                    .prompt_tokens(&afm_engine::chat_template::TemplateInput {
+                    .prompt_tokens(&afm_engine::loading::TemplateInput {
                         messages: r.messages.clone(),
                         add_generation_prompt: true,
                         ..Default::default()

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use afm_engine::chat_template::TemplateInput;
+use afm_engine::loading::TemplateInput;
 use afm_engine::{generate, GenerationParams, LoadedModel, SamplingParams};
 
 struct Args {

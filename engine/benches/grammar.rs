@@ -8,9 +8,9 @@
 
 use std::time::Instant;
 
-use afm_engine::grammar::{Constraint, GrammarCompiler, GrammarState};
 use afm_engine::models::{BatchItem, KvCache};
-use afm_engine::sampler::argmax;
+use afm_engine::runtime::argmax;
+use afm_engine::runtime::{Constraint, GrammarCompiler, GrammarState};
 use afm_engine::LoadedModel;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};

@@ -9,10 +9,10 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use afm_engine::grammar::{Constraint, GrammarCompiler};
 use afm_engine::models::KvCache;
-use afm_engine::prefix_cache::PrefixCache;
-use afm_engine::sampler::{argmax, Sampler, SamplingParams};
+use afm_engine::runtime::PrefixCache;
+use afm_engine::runtime::{argmax, Sampler, SamplingParams};
+use afm_engine::runtime::{Constraint, GrammarCompiler};
 use afm_engine::LoadedModel;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use mlx_rs::transforms::eval;
@@ -90,7 +90,7 @@ fn benches(c: &mut Criterion) {
         .unwrap()
         .eval()
         .unwrap();
-    let bytes_per_token = config.num_layers * 2 * config.num_kv_heads * config.head_dim * 4;
+    let layout = model.model.kv_layout().clone();
     let budget = 1 << 30;
     let mut sharing = prompt.clone();
     for t in sharing[400..].iter_mut() {
@@ -99,7 +99,7 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("radix_cache");
     group.bench_function("insert_512_into_empty", |b| {
         b.iter_batched(
-            || PrefixCache::new(bytes_per_token, budget),
+            || PrefixCache::new(&layout, budget),
             |mut cache| {
                 cache.insert(&prompt, &kv).unwrap();
                 cache
@@ -110,7 +110,7 @@ fn benches(c: &mut Criterion) {
     group.bench_function("insert_sharing_400_of_512", |b| {
         b.iter_batched(
             || {
-                let mut cache = PrefixCache::new(bytes_per_token, budget);
+                let mut cache = PrefixCache::new(&layout, budget);
                 cache.insert(&prompt, &kv).unwrap();
                 cache
             },
@@ -121,7 +121,7 @@ fn benches(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
-    let mut filled = PrefixCache::new(bytes_per_token, budget);
+    let mut filled = PrefixCache::new(&layout, budget);
     filled.insert(&prompt, &kv).unwrap();
     group.bench_function("lookup_400_of_512", |b| {
         b.iter(|| black_box(filled.lookup(&sharing, sharing.len()).unwrap().len))

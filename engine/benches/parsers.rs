@@ -48,10 +48,10 @@ fn config(format: ToolCallFormat) -> OutputConfig {
     };
     let mut c = OutputConfig::text(reasoning);
     c.tool_format = Some(format);
-    c.tools = OutputConfig::tool_schemas(&[json!({"type": "function", "function": {
-        "name": "get_weather", "parameters": {"type": "object", "properties": {
-            "location": {"type": "string"}, "days": {"type": "integer"},
-            "unit": {"enum": ["celsius", "fahrenheit"]}}}}})]);
+    let params = json!({"type": "object", "properties": {
+        "location": {"type": "string"}, "days": {"type": "integer"},
+        "unit": {"enum": ["celsius", "fahrenheit"]}}});
+    c.tools = OutputConfig::tool_schemas([("get_weather", &params)]);
     c
 }
 

@@ -23,8 +23,12 @@ pub enum EngineError {
     #[error("invalid model at {}: {reason}", .path.display())]
     InvalidModel { path: PathBuf, reason: String },
 
-    #[error("unsupported model architecture '{0}' (supported: llama)")]
-    UnsupportedArchitecture(String),
+    #[error("unsupported model architecture '{name}' (supported: {supported})")]
+    UnsupportedArchitecture { name: String, supported: String },
+
+    /// A mode the loaded model cannot run in (named in the message).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
 
     #[error("tokenizer: {0}")]
     Tokenizer(String),

@@ -31,10 +31,9 @@ fn run(
     chunk: usize,
     steps: usize,
 ) -> Vec<Vec<Vec<f32>>> {
-    let layers = model.config().num_layers;
     let mut caches: Vec<KvCache> = prompts
         .iter()
-        .map(|_| KvCache::with_capacity(layers, 256))
+        .map(|_| KvCache::with_capacity(model.kv_layout(), 256))
         .collect();
     let mut rows: Vec<Vec<Vec<f32>>> = vec![Vec::new(); prompts.len()];
     let mut done = vec![0usize; prompts.len()];
@@ -71,7 +70,7 @@ fn run(
             done[i] = spans[i].1;
             if sampled {
                 let row = logits[r * vocab..(r + 1) * vocab].to_vec();
-                next[i] = afm_engine::sampler::argmax(&row);
+                next[i] = afm_engine::runtime::argmax(&row);
                 rows[i].push(row);
                 r += 1;
             }
@@ -92,7 +91,7 @@ fn run(
         let logits = logits.as_slice::<f32>().to_vec();
         let vocab = model.config().vocab_size;
         for (i, row) in logits.chunks(vocab).enumerate() {
-            next[i] = afm_engine::sampler::argmax(row);
+            next[i] = afm_engine::runtime::argmax(row);
             rows[i].push(row.to_vec());
         }
     }
@@ -102,7 +101,7 @@ fn run(
 #[test]
 fn batch_invariant_logits_are_identical_alone_in_any_slot_and_chunking() {
     let mut model = LoadedModel::load("smollm2").expect("run scripts/setup.sh first");
-    model.model.set_batch_invariant(true);
+    model.model.set_batch_invariant(true).unwrap();
     let all = prompts(&model);
     let target = all[0].clone();
     let alone = run(

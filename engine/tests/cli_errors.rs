@@ -83,8 +83,8 @@ fn unknown_alias() {
 
 #[test]
 fn truncated_gguf() {
-    let bundled = afm_engine::model_source::ModelSource::resolve("smollm2")
-        .expect("run scripts/setup.sh first");
+    let bundled =
+        afm_engine::loading::ModelSource::resolve("smollm2").expect("run scripts/setup.sh first");
     let bytes = std::fs::read(bundled.path()).unwrap();
     let dir = scratch("truncated");
     for cut in [bytes.len() / 2, 1000] {

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use afm_engine::chat_template::TemplateInput;
-use afm_engine::convert::{convert, ExportDtype};
-use afm_engine::model_config::{ModelConfig, QuantizationConfig};
+use afm_engine::loading::TemplateInput;
+use afm_engine::loading::{convert, ExportDtype};
+use afm_engine::loading::{ModelConfig, QuantizationConfig};
 use afm_engine::{generate, EngineError, GenerationParams, LoadedModel};
 use mlx_rs::{Array, Dtype};
 use serde_json::Value;

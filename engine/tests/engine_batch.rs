@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Barrier};
 
-use afm_engine::engine::Completion;
+use afm_engine::Completion;
 use afm_engine::{ChatRequest, Engine, EngineConfig, EngineEvent, FinishReason};
 use serde_json::json;
 

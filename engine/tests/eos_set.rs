@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use afm_engine::eos::EosSet;
-use afm_engine::loaded_model::eos_for_dir;
-use afm_engine::model_config::{Architecture, ModelConfig};
-use afm_engine::models::{BatchItem, CausalLm, KvCache};
-use afm_engine::tokenizer::TextTokenizer;
+use afm_engine::loading::eos_for_dir;
+use afm_engine::loading::EosSet;
+use afm_engine::loading::ModelConfig;
+use afm_engine::loading::TextTokenizer;
+use afm_engine::models::{BatchItem, CausalLm, KvLayout};
 use afm_engine::{generate, FinishReason, GenerationParams, Result};
 use mlx_rs::Array;
 
@@ -20,6 +20,7 @@ fn fixture_dir() -> PathBuf {
 /// A model that emits a fixed token sequence, one per step.
 struct Scripted {
     config: ModelConfig,
+    kv_layout: KvLayout,
     script: Vec<u32>,
 }
 
@@ -27,7 +28,7 @@ impl Scripted {
     fn new(script: Vec<u32>) -> Self {
         Scripted {
             config: ModelConfig {
-                architecture: Architecture::Llama,
+                architecture: "llama".into(),
                 vocab_size: VOCAB,
                 hidden_size: 8,
                 intermediate_size: 8,
@@ -41,6 +42,7 @@ impl Scripted {
                 max_position_embeddings: 64,
                 tie_word_embeddings: true,
             },
+            kv_layout: KvLayout::uniform(0, 1, 8),
             script,
         }
     }
@@ -67,8 +69,8 @@ impl CausalLm for Scripted {
         ))
     }
 
-    fn new_cache(&self) -> KvCache {
-        KvCache::new(0)
+    fn kv_layout(&self) -> &KvLayout {
+        &self.kv_layout
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Barrier};
 
-use afm_engine::grammar::GrammarMode;
+use afm_engine::runtime::GrammarMode;
 use afm_engine::{ChatRequest, Engine, EngineConfig, EngineError, EngineEvent, FinishReason};
 use serde_json::{json, Value};
 

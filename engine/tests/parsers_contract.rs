@@ -4,13 +4,13 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use afm_engine::gguf::GgufModelFile;
-use afm_engine::model_source::ModelSource;
+use afm_engine::loading::GgufModelFile;
+use afm_engine::loading::ModelSource;
+use afm_engine::loading::{IncrementalDecoder, TextTokenizer};
 use afm_engine::parsers::{
     parse_complete, OutputConfig, OutputParser, ParsedDelta, ParsedMessage, ReasoningFormat,
     ToolCallFormat,
 };
-use afm_engine::tokenizer::{IncrementalDecoder, TextTokenizer};
 use serde_json::Value;
 
 struct Fixture {
@@ -19,6 +19,14 @@ struct Fixture {
     output: String,
     expected: Value,
     stats: Option<Value>,
+}
+
+/// (name, parameters) of an OpenAI `tools` entry.
+fn openai_tool(t: &Value) -> (&str, &Value) {
+    (
+        t["function"]["name"].as_str().unwrap(),
+        &t["function"]["parameters"],
+    )
 }
 
 fn fixtures() -> Vec<Fixture> {
@@ -47,7 +55,8 @@ fn fixtures() -> Vec<Fixture> {
             };
             let mut config = OutputConfig::text(reasoning);
             config.tool_format = Some(format);
-            config.tools = OutputConfig::tool_schemas(v["tools"].as_array().unwrap());
+            config.tools =
+                OutputConfig::tool_schemas(v["tools"].as_array().unwrap().iter().map(openai_tool));
             config.prompt_opens_reasoning = v["prompt_opens_reasoning"].as_bool().unwrap();
             out.push(Fixture {
                 path,
@@ -255,9 +264,9 @@ mod malformed {
     }
 
     fn configs() -> Vec<OutputConfig> {
-        let tools = OutputConfig::tool_schemas(&[serde_json::json!({"type": "function",
-            "function": {"name": "get_weather", "parameters": {"type": "object",
-            "properties": {"days": {"type": "integer"}, "x": {"anyOf": [{"type": "boolean"}, {"type": "null"}]}}}}})]);
+        let params = serde_json::json!({"type": "object",
+            "properties": {"days": {"type": "integer"}, "x": {"anyOf": [{"type": "boolean"}, {"type": "null"}]}}});
+        let tools = OutputConfig::tool_schemas([("get_weather", &params)]);
         let mut out = Vec::new();
         for format in ToolCallFormat::ALL {
             for (reasoning, opens) in [

@@ -3,7 +3,7 @@
 //! `<think>` block in the prompt (as Qwen3-style templates do), so the
 //! model's output starts inside reasoning.
 
-use afm_engine::openai_api::{ApiContext, ApiResponse};
+use afm_engine::api::{ApiContext, ApiResponse};
 use afm_engine::{Engine, EngineConfig};
 use serde_json::{json, Value};
 

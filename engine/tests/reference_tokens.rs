@@ -3,8 +3,8 @@
 //! chat template, the prompt ids and 16 greedy ids computed outside afm
 //! (see the script beside it for the exact command).
 
-use afm_engine::chat_template::TemplateInput;
-use afm_engine::sampler::argmax;
+use afm_engine::loading::TemplateInput;
+use afm_engine::runtime::argmax;
 use afm_engine::LoadedModel;
 use serde_json::Value;
 

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use afm_engine::model_source::ModelSource;
-use afm_engine::weights::WeightMode;
+use afm_engine::loading::ModelSource;
+use afm_engine::loading::WeightMode;
 use afm_engine::LoadedModel;
 use mlx_rs::ops::{dequantize, quantize};
 use mlx_rs::Array;

@@ -1,9 +1,9 @@
 //! The bundled model's tokenizer, rebuilt from its GGUF vocabulary, and
 //! streaming detokenization.
 
-use afm_engine::gguf::GgufModelFile;
-use afm_engine::model_source::ModelSource;
-use afm_engine::tokenizer::{IncrementalDecoder, TextTokenizer};
+use afm_engine::loading::GgufModelFile;
+use afm_engine::loading::ModelSource;
+use afm_engine::loading::{IncrementalDecoder, TextTokenizer};
 
 fn smollm2_tokenizer() -> TextTokenizer {
     let source = ModelSource::resolve("smollm2").expect("run scripts/setup.sh first");

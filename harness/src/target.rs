@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use afm_engine::grammar::GrammarMode;
-use afm_engine::http_server::GRAMMAR_HEADER;
-use afm_engine::metrics::{self, RejectedRequests};
-use afm_engine::openai_api::{ApiContext, ApiResponse};
+use afm_engine::api::GRAMMAR_HEADER;
+use afm_engine::api::{render_metrics, RejectedRequests};
+use afm_engine::api::{ApiContext, ApiResponse};
+use afm_engine::runtime::GrammarMode;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -129,7 +129,7 @@ impl Target {
                 }
                 "/metrics" => {
                     ex.status = 200;
-                    let text = metrics::render(&api.engine.stats(), RejectedRequests::default());
+                    let text = render_metrics(&api.engine.stats(), RejectedRequests::default());
                     ex.body = Value::String(text);
                 }
                 _ => ex.status = 404,

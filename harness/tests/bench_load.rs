@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use afm_engine::openai_api::ApiContext;
+use afm_engine::api::ApiContext;
 use afm_engine::{Engine, EngineConfig};
 use afm_harness::bench::load;
 use afm_harness::bench::report::LevelResult;

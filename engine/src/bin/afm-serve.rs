@@ -5,12 +5,12 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use afm_engine::chat_template::TemplateInput;
-use afm_engine::convert::{self, ConvertReport, ExportDtype};
+use afm_engine::loading::TemplateInput;
+use afm_engine::loading::{convert, ConvertReport, ExportDtype};
 use std::sync::Arc;
 
-use afm_engine::http_server::{self, ServerConfig};
-use afm_engine::openai_api::ApiContext;
+use afm_engine::api::ApiContext;
+use afm_engine::api::{self, ServerConfig};
 use afm_engine::parsers::ToolCallFormat;
 use afm_engine::{generate, Engine, EngineConfig, GenerationParams, LoadedModel, SamplingParams};
 use clap::{Parser, Subcommand};
@@ -206,7 +206,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Convert { model, out, dtype }) => {
             let dtype = ExportDtype::from_name(&dtype)?;
             let start = std::time::Instant::now();
-            let report = convert::convert(&model, &out, dtype)?;
+            let report = convert(&model, &out, dtype)?;
             print_convert_report(&report, dtype, start.elapsed().as_secs_f64());
             Ok(())
         }
@@ -308,11 +308,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(http_server::serve(
-        api.clone(),
-        server,
-        http_server::shutdown_signal(),
-    ))?;
+    runtime.block_on(api::serve(api.clone(), server, api::shutdown_signal()))?;
     // In-flight requests are done; dropping the engine stops its thread.
     drop(api);
     Ok(())

@@ -9,6 +9,7 @@ use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
 use mlx_rs::Array;
 
+use super::KvLayout;
 use crate::error::Result;
 
 /// Keys and values of a run of positions, one pair per layer.
@@ -25,19 +26,20 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    pub fn new(num_layers: usize) -> Self {
+    /// An empty cache for a model of this layout.
+    pub fn new(layout: &KvLayout) -> Self {
         KvCache {
-            layers: (0..num_layers).map(|_| None).collect(),
+            layers: (0..layout.num_layers()).map(|_| None).collect(),
             offset: 0,
             capacity: None,
         }
     }
 
     /// A fixed-capacity cache of `capacity` positions.
-    pub fn with_capacity(num_layers: usize, capacity: usize) -> Self {
+    pub fn with_capacity(layout: &KvLayout, capacity: usize) -> Self {
         KvCache {
             capacity: Some(capacity),
-            ..KvCache::new(num_layers)
+            ..KvCache::new(layout)
         }
     }
 
@@ -47,12 +49,12 @@ impl KvCache {
 
     /// A cache holding `segments` back to back (a reused prefix).
     pub fn from_segments(
-        num_layers: usize,
+        layout: &KvLayout,
         segments: &[KvSegment],
         len: usize,
         capacity: Option<usize>,
     ) -> Result<Self> {
-        let mut cache = KvCache::new(num_layers);
+        let mut cache = KvCache::new(layout);
         if segments.is_empty() {
             cache.capacity = capacity;
             return Ok(cache);
@@ -68,7 +70,7 @@ impl KvCache {
         }
         cache.offset = len;
         if let Some(c) = capacity {
-            let mut fixed = KvCache::with_capacity(num_layers, c);
+            let mut fixed = KvCache::with_capacity(layout, c);
             for (layer, slot) in cache.layers.into_iter().enumerate() {
                 let (k, v) = slot.expect("filled above");
                 fixed.update(layer, k, v)?;

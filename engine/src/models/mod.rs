@@ -1,31 +1,37 @@
-//! Decoder architectures behind one trait. Each architecture is one file;
-//! [`load`] picks it from the model's config.
+//! Decoder architectures behind one trait, one file each (`llama.rs`),
+//! over what they share: the forward context (batch layout, the attention
+//! paths, batch-invariant linear layers), the KV layout a model declares,
+//! its KV cache, and the LM head. [`registry`] lists them.
 
+mod forward;
 mod kv_cache;
+mod kv_layout;
 mod llama;
+mod lm_head;
+pub mod registry;
 
+pub use forward::{AttentionSpec, BatchItem, ForwardContext};
 pub use kv_cache::{KvCache, KvSegment};
+pub use kv_layout::{KvLayout, LayerKv};
 pub use llama::Llama;
+pub use registry::{Architecture, ARCHITECTURES};
 
 use mlx_rs::Array;
 
-use crate::error::Result;
-use crate::model_config::{Architecture, ModelConfig};
-use crate::weights::TensorMap;
-
-/// One sequence's part of a batched forward pass.
-pub struct BatchItem<'a> {
-    /// New tokens: a prefill chunk or the one token being decoded.
-    pub tokens: &'a [u32],
-    /// The sequence's cache; the new tokens' keys and values are appended.
-    pub cache: &'a mut KvCache,
-    /// Whether the logits of the last new token are wanted.
-    pub sample: bool,
-}
+use crate::error::{EngineError, Result};
+use crate::loading::config::ModelConfig;
 
 /// A causal language model that MLX runs.
 pub trait CausalLm {
     fn config(&self) -> &ModelConfig;
+
+    /// What the model keeps per token and layer; caches are built from it.
+    fn kv_layout(&self) -> &KvLayout;
+
+    /// An empty cache for one sequence.
+    fn new_cache(&self) -> KvCache {
+        KvCache::new(self.kv_layout())
+    }
 
     /// Runs every item's new tokens in one pass and returns the logits of the
     /// last token of each item with `sample` set, in item order
@@ -44,16 +50,15 @@ pub trait CausalLm {
 
     /// Batch-invariant mode: results for a sequence must not depend on the
     /// batch, the chunking of its prompt or a cached prefix (bit for bit).
-    /// Attention is batch-invariant only over fixed-capacity caches.
-    fn set_batch_invariant(&mut self, _on: bool) {}
-
-    /// An empty cache sized for this model.
-    fn new_cache(&self) -> KvCache;
-}
-
-/// Builds the model named by `config.architecture` from `weights`.
-pub fn load(config: ModelConfig, weights: &TensorMap) -> Result<Box<dyn CausalLm>> {
-    match config.architecture {
-        Architecture::Llama => Ok(Box::new(Llama::load(config, weights)?)),
+    /// Attention is batch-invariant only over fixed-capacity caches. A model
+    /// that cannot honour it says so instead of doing less.
+    fn set_batch_invariant(&mut self, on: bool) -> Result<()> {
+        if !on {
+            return Ok(());
+        }
+        Err(EngineError::Unsupported(format!(
+            "architecture '{}' cannot run batch-invariant (--deterministic)",
+            self.config().architecture
+        )))
     }
 }

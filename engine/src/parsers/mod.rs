@@ -106,16 +106,11 @@ impl OutputConfig {
         }
     }
 
-    /// Tool schemas by name from OpenAI `tools` entries.
-    pub fn tool_schemas(tools: &[Value]) -> ToolSchemas {
+    /// Tool schemas by name, from (name, parameters schema) pairs.
+    pub fn tool_schemas<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> ToolSchemas {
         let map = tools
-            .iter()
-            .filter_map(|t| {
-                let f = t.get("function")?;
-                let name = f.get("name")?.as_str()?.to_string();
-                let params = f.get("parameters").cloned().unwrap_or(Value::Null);
-                Some((name, params))
-            })
+            .into_iter()
+            .map(|(name, params)| (name.to_string(), params.clone()))
             .collect();
         Arc::new(map)
     }
@@ -207,20 +202,38 @@ impl ParsedMessage {
         match delta {
             ParsedDelta::Content(t) => self.content.push_str(t),
             ParsedDelta::Reasoning(t) => self.reasoning.push_str(t),
-            ParsedDelta::ToolCallStart { index, id, name } => {
-                debug_assert_eq!(*index, self.tool_calls.len());
-                self.tool_calls.push(ParsedToolCall {
-                    id: id.clone(),
-                    name: name.clone(),
-                    arguments: String::new(),
-                });
-            }
+            ParsedDelta::ToolCallStart { index, id, name } => fold_tool_call(
+                &mut self.tool_calls,
+                *index,
+                Some((id.clone(), name.clone())),
+                "",
+            ),
             ParsedDelta::ToolCallArguments { index, fragment } => {
-                if let Some(c) = self.tool_calls.get_mut(*index) {
-                    c.arguments.push_str(fragment);
-                }
+                fold_tool_call(&mut self.tool_calls, *index, None, fragment)
             }
         }
+    }
+}
+
+/// Folds one piece of a streamed tool call into whole calls: `start` (id
+/// and name) opens call `index`, `fragment` extends its arguments. The one
+/// fold of tool-call pieces, for parsed output and for engine events alike.
+pub fn fold_tool_call(
+    calls: &mut Vec<ParsedToolCall>,
+    index: usize,
+    start: Option<(String, String)>,
+    fragment: &str,
+) {
+    if let Some((id, name)) = start {
+        debug_assert_eq!(index, calls.len(), "calls open in index order");
+        calls.push(ParsedToolCall {
+            id,
+            name,
+            arguments: String::new(),
+        });
+    }
+    if let Some(call) = calls.get_mut(index) {
+        call.arguments.push_str(fragment);
     }
 }
 

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use afm_engine::openai_api::ApiContext;
+use afm_engine::api::ApiContext;
 use afm_engine::{Engine, EngineConfig};
 use afm_harness::bench::report::{BenchReport, BenchRun, LevelResult, Variant};
 use afm_harness::bench::workload::{Prompts, Workload};

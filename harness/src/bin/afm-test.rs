@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use afm_engine::openai_api::ApiContext;
+use afm_engine::api::ApiContext;
 use afm_engine::{Engine, EngineConfig};
 use afm_harness::diff::{Diff, Options as DiffOptions};
 use afm_harness::known_failures::KnownFailures;

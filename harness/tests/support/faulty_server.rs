@@ -7,8 +7,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use afm_engine::http_server::GRAMMAR_HEADER;
-use afm_engine::openai_api::{ApiContext, ApiResponse};
+use afm_engine::api::GRAMMAR_HEADER;
+use afm_engine::api::{ApiContext, ApiResponse};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
@@ -144,7 +144,7 @@ async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Respo
     } else {
         Json(whole).into_response()
     };
-    if grammar != afm_engine::grammar::GrammarMode::None {
+    if grammar != afm_engine::runtime::GrammarMode::None {
         response
             .headers_mut()
             .insert(GRAMMAR_HEADER, HeaderValue::from_static(grammar.as_str()));

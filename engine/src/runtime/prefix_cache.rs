@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use crate::error::Result;
-use crate::models::{KvCache, KvSegment};
+use crate::models::{KvCache, KvLayout, KvSegment};
 
 const ROOT: usize = 0;
 
@@ -44,8 +44,10 @@ pub struct PrefixCache {
 }
 
 impl PrefixCache {
-    /// `bytes_per_token`: KV bytes of one position over all layers.
-    pub fn new(bytes_per_token: usize, budget_bytes: usize) -> Self {
+    /// A cache for a model of `layout` (which sizes its entries) holding at
+    /// most `budget_bytes` of KV.
+    pub fn new(layout: &KvLayout, budget_bytes: usize) -> Self {
+        let bytes_per_token = layout.bytes_per_token();
         PrefixCache {
             nodes: vec![Some(Node {
                 tokens: Vec::new(),
@@ -256,6 +258,11 @@ mod tests {
     use super::*;
     use mlx_rs::Array;
 
+    /// One layer, one KV head of one dimension: 8 bytes per token.
+    fn layout() -> KvLayout {
+        KvLayout::uniform(1, 1, 1)
+    }
+
     /// A one-layer cache whose key at position p is p (value: -p), so a
     /// reused prefix's content can be checked exactly.
     fn cache_of(tokens: &[u32]) -> KvCache {
@@ -263,14 +270,14 @@ mod tests {
         let pos: Vec<f32> = (0..n).map(|p| p as f32).collect();
         let k = Array::from_slice(&pos, &[1, 1, n, 1]);
         let v = k.negative().unwrap();
-        let mut c = KvCache::new(1);
+        let mut c = KvCache::new(&layout());
         c.update(0, k, v).unwrap();
         c.advance(tokens.len());
         c
     }
 
     fn keys(m: &PrefixMatch) -> Vec<f32> {
-        let c = KvCache::from_segments(1, &m.segments, m.len, None).unwrap();
+        let c = KvCache::from_segments(&layout(), &m.segments, m.len, None).unwrap();
         if m.len == 0 {
             return Vec::new();
         }
@@ -279,7 +286,7 @@ mod tests {
 
     #[test]
     fn longest_prefix_is_found_across_split_edges() {
-        let mut pc = PrefixCache::new(8, 1 << 20);
+        let mut pc = PrefixCache::new(&layout(), 1 << 20);
         let a = [1, 2, 3, 4, 5, 6];
         pc.insert(&a, &cache_of(&a)).unwrap();
         let b = [1, 2, 3, 9, 9];
@@ -296,7 +303,7 @@ mod tests {
 
     #[test]
     fn lookup_respects_the_limit_and_misses_cleanly() {
-        let mut pc = PrefixCache::new(8, 1 << 20);
+        let mut pc = PrefixCache::new(&layout(), 1 << 20);
         let a = [7, 8, 9];
         pc.insert(&a, &cache_of(&a)).unwrap();
         assert_eq!(pc.lookup(&a, 2).unwrap().len, 2);
@@ -307,7 +314,7 @@ mod tests {
     #[test]
     fn least_recently_used_leaves_are_evicted_over_budget() {
         // 8 bytes per token, room for 10 tokens.
-        let mut pc = PrefixCache::new(8, 80);
+        let mut pc = PrefixCache::new(&layout(), 80);
         let a = [1, 2, 3, 4];
         let b = [5, 6, 7, 8];
         pc.insert(&a, &cache_of(&a)).unwrap();

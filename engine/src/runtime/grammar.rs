@@ -15,10 +15,10 @@ use llguidance::{Matcher, ParserFactory};
 use serde_json::{json, Value};
 use toktrie_hf_tokenizers::ByteTokenizer;
 
-use crate::eos::EosSet;
 use crate::error::{EngineError, Result};
-use crate::request::ChatRequest;
-use crate::tokenizer::TextTokenizer;
+use crate::loading::eos::EosSet;
+use crate::loading::tokenizer::TextTokenizer;
+use crate::runtime::request::{ChatRequest, ToolChoice, ToolSpec};
 
 /// What a request's output must match.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,12 +38,6 @@ pub enum Constraint {
     /// (`tool_choice: "none"`: the markers open a call in the model's
     /// tool-call format).
     NoToolCalls(Vec<String>),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpec {
-    pub name: String,
-    pub parameters: Value,
 }
 
 /// How the engine treats a request's constraint.
@@ -109,50 +103,15 @@ pub fn constraint_of(request: &ChatRequest) -> Result<Option<Constraint>> {
 /// `tool_choice: "required"` or a named function forces a call; with
 /// `auto` (or none given), a `strict: true` tool makes any call valid.
 fn tool_constraint(request: &ChatRequest) -> Result<Option<Constraint>> {
-    let tools = request.tools.as_deref().unwrap_or_default();
-    let auto = Value::String("auto".into());
-    let choice = match &request.tool_choice {
-        Some(c) => c,
-        None if tools.is_empty() => return Ok(None),
-        None => &auto,
-    };
-    let specs = tools
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let f = t.get("function").ok_or_else(|| {
-                EngineError::invalid_param(&format!("tools[{i}]"), "needs a 'function' object")
-            })?;
-            let name = f.get("name").and_then(Value::as_str).ok_or_else(|| {
-                EngineError::invalid_param(&format!("tools[{i}].function.name"), "is required")
-            })?;
-            Ok(ToolSpec {
-                name: name.to_string(),
-                parameters: f
-                    .get("parameters")
-                    .cloned()
-                    .unwrap_or_else(|| json!({"type": "object"})),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let strict = tools.iter().any(|t| {
-        t.get("function")
-            .and_then(|f| f.get("strict"))
-            .and_then(Value::as_bool)
-            == Some(true)
-    });
+    let specs = request.tool_specs()?;
+    let choice = request.tool_choice()?;
     let wanted = match choice {
-        Value::String(s) if s == "auto" && strict && !specs.is_empty() => {
+        ToolChoice::Auto if specs.iter().any(|s| s.strict) => {
             return Ok(Some(Constraint::MaybeToolCall(specs)))
         }
-        Value::String(s) if s == "none" || s == "auto" => return Ok(None),
-        Value::String(s) if s == "required" => specs,
-        Value::Object(_) => {
-            let name = choice
-                .get("function")
-                .and_then(|f| f.get("name"))
-                .and_then(Value::as_str)
-                .ok_or_else(|| EngineError::invalid_param("tool_choice", "needs function.name"))?;
+        ToolChoice::Auto | ToolChoice::None => return Ok(None),
+        ToolChoice::Required => specs,
+        ToolChoice::Named(name) => {
             let named: Vec<ToolSpec> = specs.into_iter().filter(|s| s.name == name).collect();
             if named.is_empty() {
                 return Err(EngineError::invalid_param(
@@ -161,12 +120,6 @@ fn tool_constraint(request: &ChatRequest) -> Result<Option<Constraint>> {
                 ));
             }
             named
-        }
-        other => {
-            return Err(EngineError::invalid_param(
-                "tool_choice",
-                format!("unsupported value {other}"),
-            ))
         }
     };
     if wanted.is_empty() {

@@ -1,11 +1,13 @@
 //! Single-sequence generation: prefill the prompt, then decode token by
 //! token until an EOS id or `max_tokens`, streaming text as it completes.
 
-use crate::eos::EosSet;
 use crate::error::Result;
+use crate::loading::eos::EosSet;
+use crate::loading::tokenizer::{IncrementalDecoder, TextTokenizer};
 use crate::models::CausalLm;
-use crate::sampler::{Sampler, SamplingParams};
-use crate::tokenizer::{IncrementalDecoder, TextTokenizer};
+use crate::models::KvCache;
+use crate::runtime::events::FinishReason;
+use crate::runtime::sampler::{Sampler, SamplingParams};
 
 /// Limits and sampling of one generation.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,27 +21,6 @@ impl Default for GenerationParams {
         GenerationParams {
             max_tokens: 256,
             sampling: SamplingParams::default(),
-        }
-    }
-}
-
-/// Why generation ended (OpenAI's `finish_reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
-    /// An EOS id was produced (it is not part of the output).
-    Stop,
-    /// `max_tokens` were produced.
-    Length,
-    /// The model ended its turn after calling tools.
-    ToolCalls,
-}
-
-impl FinishReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FinishReason::Stop => "stop",
-            FinishReason::Length => "length",
-            FinishReason::ToolCalls => "tool_calls",
         }
     }
 }
@@ -65,7 +46,7 @@ pub fn generate(
     mut on_text: impl FnMut(&str),
 ) -> Result<Generation> {
     let mut sampler = Sampler::new(params.sampling.clone()).with_prompt(prompt);
-    let mut cache = model.new_cache();
+    let mut cache = KvCache::new(model.kv_layout());
     let mut decoder = IncrementalDecoder::new();
     let mut text = String::new();
     let mut tokens = Vec::new();

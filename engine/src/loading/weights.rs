@@ -14,7 +14,7 @@ use mlx_rs::ops::{broadcast_to, concatenate, dequantize, matmul, quantized_matmu
 use mlx_rs::Array;
 
 use crate::error::{EngineError, Result};
-use crate::gguf::GgufModelFile;
+use crate::loading::gguf::GgufModelFile;
 
 /// GGUF always quantizes in blocks of 32 values.
 const GGUF_GROUP_SIZE: i32 = 32;
@@ -101,6 +101,11 @@ impl TensorMap {
             mode,
             origin: "in-memory tensors".into(),
         }
+    }
+
+    /// Where the tensors came from (for error messages).
+    pub fn origin(&self) -> &str {
+        &self.origin
     }
 
     pub fn contains(&self, name: &str) -> bool {

@@ -4,28 +4,15 @@ use serde::Deserialize;
 use std::path::Path;
 
 use crate::error::{EngineError, Result};
-use crate::gguf::GgufModelFile;
+use crate::loading::gguf::GgufModelFile;
 
-/// Architectures the engine can run. Each has one file under `models/`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Architecture {
-    Llama,
-}
-
-impl Architecture {
-    /// Maps a GGUF `general.architecture` or HF `model_type` to a known one.
-    pub fn from_name(name: &str) -> Result<Self> {
-        match name {
-            "llama" | "LlamaForCausalLM" => Ok(Architecture::Llama),
-            other => Err(EngineError::UnsupportedArchitecture(other.to_string())),
-        }
-    }
-}
-
-/// Hyper-parameters of a llama-family decoder.
+/// The hyper-parameters every decoder has. What an architecture has beyond
+/// them it reads itself from [`HyperParams`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
-    pub architecture: Architecture,
+    /// As the models registry names it (HF's `model_type`); the file's own
+    /// spelling until the registry has resolved it.
+    pub architecture: String,
     pub vocab_size: usize,
     pub hidden_size: usize,
     pub intermediate_size: usize,
@@ -44,10 +31,10 @@ pub struct ModelConfig {
 
 impl ModelConfig {
     /// Reads a GGUF file's `<arch>.*` keys. `vocab_size` falls back to the
-    /// token list's length, `head_dim` to `hidden / heads`.
+    /// token list's length, `head_dim` to `hidden / heads`. RoPE is taken as
+    /// rotate-half; the registry knows which architectures GGUF permutes.
     pub fn from_gguf(file: &GgufModelFile) -> Result<Self> {
         let arch_name = file.require_string("general.architecture")?;
-        let architecture = Architecture::from_name(&arch_name)?;
         let key = |k: &str| format!("{arch_name}.{k}");
         let hidden_size = file.require_usize(&key("embedding_length"))?;
         let num_heads = file.require_usize(&key("attention.head_count"))?;
@@ -59,7 +46,7 @@ impl ModelConfig {
                 .ok_or_else(|| file.missing("tokenizer.ggml.tokens"))?,
         };
         Ok(ModelConfig {
-            architecture,
+            architecture: arch_name.clone(),
             vocab_size,
             hidden_size,
             intermediate_size: file.require_usize(&key("feed_forward_length"))?,
@@ -75,7 +62,7 @@ impl ModelConfig {
                 .f32(&key("attention.layer_norm_rms_epsilon"))?
                 .unwrap_or(1e-5),
             rope_theta: file.f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
-            rope_traditional: true,
+            rope_traditional: false,
             max_position_embeddings: file.usize(&key("context_length"))?.unwrap_or(2048),
             tie_word_embeddings: !file.has_tensor("output.weight"),
         })
@@ -89,14 +76,13 @@ impl ModelConfig {
             .clone()
             .or_else(|| raw.architectures.as_ref().and_then(|a| a.first().cloned()))
             .ok_or_else(|| EngineError::invalid_model(path, "config.json has no model_type"))?;
-        let architecture = Architecture::from_name(&arch_name)?;
         let need = |v: Option<usize>, name: &str| {
             v.ok_or_else(|| EngineError::invalid_model(path, format!("config.json lacks {name}")))
         };
         let hidden_size = need(raw.hidden_size, "hidden_size")?;
         let num_heads = need(raw.num_attention_heads, "num_attention_heads")?;
         Ok(ModelConfig {
-            architecture,
+            architecture: arch_name,
             vocab_size: need(raw.vocab_size, "vocab_size")?,
             hidden_size,
             intermediate_size: need(raw.intermediate_size, "intermediate_size")?,
@@ -111,6 +97,83 @@ impl ModelConfig {
             tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(false),
         })
     }
+}
+
+/// Every hyper-parameter the model's file holds, for an architecture to
+/// read what is its own: `config.json` as is, or a GGUF file's `<arch>.*`
+/// keys without the prefix. The two spell keys differently, so readers
+/// name both.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HyperParams(pub serde_json::Map<String, serde_json::Value>);
+
+impl HyperParams {
+    /// The first of `keys` that is present.
+    pub fn get(&self, keys: &[&str]) -> Option<&serde_json::Value> {
+        keys.iter().find_map(|k| self.0.get(*k))
+    }
+
+    pub fn usize(&self, keys: &[&str]) -> Option<usize> {
+        self.get(keys)?.as_u64().map(|v| v as usize)
+    }
+
+    pub fn f32(&self, keys: &[&str]) -> Option<f32> {
+        self.get(keys)?.as_f64().map(|v| v as f32)
+    }
+
+    /// A GGUF file's `<arch>.*` keys (numbers and strings; lists of
+    /// numbers as arrays).
+    pub fn from_gguf(file: &GgufModelFile, arch: &str) -> Result<Self> {
+        let prefix = format!("{arch}.");
+        let mut map = serde_json::Map::new();
+        for key in file.metadata_keys() {
+            let Some(name) = key.strip_prefix(&prefix) else {
+                continue;
+            };
+            let value = match file.string(key) {
+                Ok(Some(s)) => serde_json::Value::from(s),
+                // Kinds MLX cannot return (booleans) are left out.
+                _ => match file.array(key).ok().flatten() {
+                    Some(a) => numbers(&a)?,
+                    None => continue,
+                },
+            };
+            map.insert(name.to_string(), value);
+        }
+        Ok(HyperParams(map))
+    }
+
+    /// Reads `config.json` whole.
+    pub fn from_config_json(path: &Path) -> Result<Self> {
+        read_json(path).map(HyperParams)
+    }
+}
+
+/// A GGUF numeric value (or list) as JSON; integers stay integers.
+fn numbers(a: &mlx_rs::Array) -> Result<serde_json::Value> {
+    let values: Vec<serde_json::Value> = if matches!(
+        a.dtype(),
+        mlx_rs::Dtype::Float16
+            | mlx_rs::Dtype::Bfloat16
+            | mlx_rs::Dtype::Float32
+            | mlx_rs::Dtype::Float64
+    ) {
+        let a = a.as_type::<f32>()?;
+        a.as_slice::<f32>()
+            .iter()
+            .map(|&v| serde_json::Value::from(v))
+            .collect()
+    } else {
+        let a = a.as_type::<i64>()?;
+        a.as_slice::<i64>()
+            .iter()
+            .map(|&v| serde_json::Value::from(v))
+            .collect()
+    };
+    // MLX returns scalars as one-element arrays: one value reads as a scalar.
+    Ok(match <[serde_json::Value; 1]>::try_from(values) {
+        Ok([one]) => one,
+        Err(many) => serde_json::Value::Array(many),
+    })
 }
 
 /// MLX quantization parameters from `config.json` (`quantization` key).

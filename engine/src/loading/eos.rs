@@ -13,8 +13,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::Result;
-use crate::gguf::GgufModelFile;
-use crate::model_config::read_json;
+use crate::loading::config::read_json;
+use crate::loading::gguf::GgufModelFile;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EosSet {

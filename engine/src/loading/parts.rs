@@ -1,56 +1,23 @@
-//! Everything needed to serve one model: weights, tokenizer, chat template
-//! and EOS set, loaded from a GGUF file or an MLX/HF folder.
+//! A model as read from its GGUF file or MLX/HF folder: hyper-parameters,
+//! weights, tokenizer, chat template and EOS set, before any network is
+//! built.
 
 use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::chat_template::{ChatTemplate, TemplateInput};
-use crate::eos::EosSet;
 use crate::error::{EngineError, Result};
-use crate::gguf::GgufModelFile;
-use crate::model_config::{quantization_of, read_json, ModelConfig};
-use crate::model_source::ModelSource;
-use crate::models::{self, CausalLm};
-use crate::tokenizer::TextTokenizer;
-use crate::weights::{TensorMap, WeightMode};
+use crate::loading::chat_template::ChatTemplate;
+use crate::loading::config::{quantization_of, read_json, HyperParams, ModelConfig};
+use crate::loading::eos::EosSet;
+use crate::loading::gguf::GgufModelFile;
+use crate::loading::source::ModelSource;
+use crate::loading::tokenizer::TextTokenizer;
+use crate::loading::weights::{TensorMap, WeightMode};
+use crate::models::registry;
 
 /// Group size MLX uses when `config.json` does not say.
 const MLX_DEFAULT_GROUP_SIZE: i32 = 64;
-
-pub struct LoadedModel {
-    /// A short name for responses and logs (file or folder name).
-    pub name: String,
-    pub model: Box<dyn CausalLm>,
-    pub tokenizer: TextTokenizer,
-    pub template: ChatTemplate,
-    pub eos: EosSet,
-}
-
-impl LoadedModel {
-    /// Loads what `--model` names (alias, path or cached HF repo id).
-    pub fn load(spec: &str) -> Result<Self> {
-        Self::load_source(&ModelSource::resolve(spec)?, WeightMode::for_platform())
-    }
-
-    pub fn load_source(source: &ModelSource, mode: WeightMode) -> Result<Self> {
-        crate::cpu_blas::configure_threads();
-        let parts = ModelParts::read(source, mode)?;
-        let model = models::load(parts.config, &parts.weights)?;
-        Ok(LoadedModel {
-            name: parts.name,
-            model,
-            tokenizer: parts.tokenizer,
-            template: parts.template,
-            eos: parts.eos,
-        })
-    }
-
-    /// Renders the chat template and tokenizes the result.
-    pub fn prompt_tokens(&self, input: &TemplateInput) -> Result<Vec<u32>> {
-        self.tokenizer.encode(&self.template.render(input)?)
-    }
-}
 
 /// A model as read from its file or folder, before the network is built:
 /// [`LoadedModel`] builds one from it, and `convert` writes it out again
@@ -58,7 +25,11 @@ impl LoadedModel {
 pub struct ModelParts {
     /// A short name (file or folder name).
     pub name: String,
+    /// Resolved by the models registry (afm's architecture name, the
+    /// weights' RoPE layout).
     pub config: ModelConfig,
+    /// What the architecture reads beyond `config`.
+    pub hyper: HyperParams,
     pub weights: TensorMap,
     pub tokenizer: TextTokenizer,
     pub template: ChatTemplate,
@@ -80,6 +51,8 @@ impl ModelParts {
     fn read_gguf(path: &Path, mode: WeightMode) -> Result<Self> {
         let file = GgufModelFile::open(path)?;
         let config = ModelConfig::from_gguf(&file)?;
+        let hyper = HyperParams::from_gguf(&file, &config.architecture)?;
+        let config = registry::resolve(config, true)?;
         let tokenizer = TextTokenizer::from_gguf(&file)?;
         let token_text = |key: &str| -> Result<Option<String>> {
             Ok(file
@@ -97,6 +70,7 @@ impl ModelParts {
         Ok(ModelParts {
             name: file_name(path),
             config,
+            hyper,
             weights,
             tokenizer,
             template,
@@ -108,7 +82,8 @@ impl ModelParts {
 
     fn read_dir(dir: &Path, mode: WeightMode) -> Result<Self> {
         let config_path = dir.join("config.json");
-        let config = ModelConfig::from_config_json(&config_path)?;
+        let config = registry::resolve(ModelConfig::from_config_json(&config_path)?, false)?;
+        let hyper = HyperParams::from_config_json(&config_path)?;
         let tokenizer = TextTokenizer::from_file(&dir.join("tokenizer.json"))?;
         let tok_cfg = TokenizerConfig::read(dir)?;
         let source = tok_cfg.chat_template(dir)?;
@@ -121,6 +96,7 @@ impl ModelParts {
         Ok(ModelParts {
             name: file_name(dir),
             config,
+            hyper,
             weights,
             tokenizer,
             template,

@@ -18,13 +18,15 @@ pub struct GgufModelFile {
     path: PathBuf,
     file: GgufFile,
     tensor_names: Vec<String>,
+    /// Every metadata key, in file order (MLX's reader cannot list them).
+    metadata_keys: Vec<String>,
 }
 
 impl GgufModelFile {
     /// Checks the header, then loads the file with MLX (quantized tensors come
     /// back as MLX `weight`/`scales`/`biases` triples).
     pub fn open(path: &Path) -> Result<Self> {
-        check_header(path)?;
+        let metadata_keys = check_header(path)?;
         let file = GgufFile::load(path).map_err(|e| EngineError::invalid_model(path, e))?;
         let tensor_names = file
             .array_keys()
@@ -33,11 +35,16 @@ impl GgufModelFile {
             path: path.to_path_buf(),
             file,
             tensor_names,
+            metadata_keys,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub fn metadata_keys(&self) -> &[String] {
+        &self.metadata_keys
     }
 
     pub fn tensor_names(&self) -> &[String] {
@@ -103,8 +110,9 @@ impl GgufModelFile {
     }
 }
 
-/// Validates magic, version and that all tensor data lies within the file.
-pub fn check_header(path: &Path) -> Result<()> {
+/// Validates magic, version and that all tensor data lies within the file;
+/// returns the metadata keys.
+pub fn check_header(path: &Path) -> Result<Vec<String>> {
     let meta = std::fs::metadata(path)
         .map_err(|e| EngineError::io(format!("reading {}", path.display()), e))?;
     let file = std::fs::File::open(path)
@@ -131,6 +139,7 @@ pub fn check_header(path: &Path) -> Result<()> {
         return Err(bad("corrupt GGUF header (absurd counts)".into()));
     }
     let mut alignment = 32u64;
+    let mut keys = Vec::with_capacity(n_kv as usize);
     for _ in 0..n_kv {
         let key = r.string().map_err(truncated)?;
         let ty = r.u32().map_err(truncated)?;
@@ -139,6 +148,7 @@ pub fn check_header(path: &Path) -> Result<()> {
         } else {
             r.skip_value(ty).map_err(|e| bad(e.to_string()))?;
         }
+        keys.push(key);
     }
     let mut data_end = 0u64;
     for _ in 0..n_tensors {
@@ -164,7 +174,7 @@ pub fn check_header(path: &Path) -> Result<()> {
             meta.len()
         )));
     }
-    Ok(())
+    Ok(keys)
 }
 
 /// Bytes taken by `n` elements of a ggml type; `None` for types this check
@@ -300,7 +310,7 @@ mod tests {
         b
     }
 
-    fn check(bytes: &[u8]) -> Result<()> {
+    fn check(bytes: &[u8]) -> Result<Vec<String>> {
         let path = std::env::temp_dir().join(format!(
             "afm-gguf-{}-{}.gguf",
             std::process::id(),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{EngineError, Result};
-use crate::sampler::SamplingParams;
+use crate::runtime::sampler::SamplingParams;
 
 /// At most this many stop strings (OpenAI's limit).
 pub const MAX_STOP_STRINGS: usize = 4;
@@ -262,6 +262,75 @@ impl ChatRequest {
                 Ok((id, bias))
             })
             .collect()
+    }
+}
+
+/// One offered tool: a function's name, its parameters' JSON Schema, and
+/// whether it asked for strict arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub parameters: Value,
+    pub strict: bool,
+}
+
+/// `tool_choice`, read once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    Auto,
+    /// No call may be made.
+    None,
+    /// Some call must be made.
+    Required,
+    /// This function must be called.
+    Named(String),
+}
+
+impl ChatRequest {
+    /// The `tools` array, read in one place with one strictness: every
+    /// entry needs a `function` object with a `name`.
+    pub fn tool_specs(&self) -> Result<Vec<ToolSpec>> {
+        let tools = self.tools.as_deref().unwrap_or_default();
+        tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let f = t.get("function").ok_or_else(|| {
+                    EngineError::invalid_param(&format!("tools[{i}]"), "needs a 'function' object")
+                })?;
+                let name = f.get("name").and_then(Value::as_str).ok_or_else(|| {
+                    EngineError::invalid_param(&format!("tools[{i}].function.name"), "is required")
+                })?;
+                Ok(ToolSpec {
+                    name: name.to_string(),
+                    parameters: f
+                        .get("parameters")
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                    strict: f.get("strict").and_then(Value::as_bool) == Some(true),
+                })
+            })
+            .collect()
+    }
+
+    /// `tool_choice`; absent means `auto`.
+    pub fn tool_choice(&self) -> Result<ToolChoice> {
+        match &self.tool_choice {
+            None => Ok(ToolChoice::Auto),
+            Some(Value::String(s)) if s == "auto" => Ok(ToolChoice::Auto),
+            Some(Value::String(s)) if s == "none" => Ok(ToolChoice::None),
+            Some(Value::String(s)) if s == "required" => Ok(ToolChoice::Required),
+            Some(choice @ Value::Object(_)) => choice
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .map(|n| ToolChoice::Named(n.to_string()))
+                .ok_or_else(|| EngineError::invalid_param("tool_choice", "needs function.name")),
+            Some(other) => Err(EngineError::invalid_param(
+                "tool_choice",
+                format!("unsupported value {other}"),
+            )),
+        }
     }
 }
 

@@ -9,7 +9,7 @@ pub use incremental::IncrementalDecoder;
 use std::path::Path;
 
 use crate::error::{EngineError, Result};
-use crate::gguf::GgufModelFile;
+use crate::loading::gguf::GgufModelFile;
 
 /// A model's tokenizer. Special tokens written in a prompt (as chat templates
 /// do) encode to their single ids.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::engine::{EngineStats, BATCH_SIZE_BUCKETS};
+use crate::runtime::{EngineStats, BATCH_SIZE_BUCKETS};
 
 /// Requests the server answered without reaching the engine.
 #[derive(Debug, Default, Clone, Copy)]

@@ -19,10 +19,11 @@ use mlx_rs::{Array, Dtype};
 use serde_json::{json, Value};
 
 use crate::error::{EngineError, Result};
-use crate::loaded_model::ModelParts;
-use crate::model_config::{Architecture, ModelConfig};
-use crate::model_source::ModelSource;
-use crate::weights::WeightMode;
+use crate::loading::config::ModelConfig;
+use crate::loading::parts::ModelParts;
+use crate::loading::source::ModelSource;
+use crate::loading::weights::WeightMode;
+use crate::models::registry;
 
 /// The element type of the exported weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,7 +284,7 @@ fn write_folder(
     let mut model_config = parts.config.clone();
     // Without an lm_head the embedding is the head, whatever the source said.
     model_config.tie_word_embeddings |= !exported.tensors.contains_key("lm_head.weight");
-    let mut config = config_json(&model_config, &torch_dtype, bos_id, &eos_ids);
+    let mut config = config_json(&model_config, &torch_dtype, bos_id, &eos_ids)?;
     if let Some(q) = &quantization {
         config["quantization"] = q.clone();
     }
@@ -389,10 +390,14 @@ fn quantization(exported: &ExportedTensors) -> (Option<Value>, Vec<(String, i32)
     (Some(q), overrides)
 }
 
-fn config_json(c: &ModelConfig, torch_dtype: &str, bos_id: Option<u32>, eos: &[u32]) -> Value {
-    let (model_type, class) = match c.architecture {
-        Architecture::Llama => ("llama", "LlamaForCausalLM"),
-    };
+fn config_json(
+    c: &ModelConfig,
+    torch_dtype: &str,
+    bos_id: Option<u32>,
+    eos: &[u32],
+) -> Result<Value> {
+    let arch = registry::find(&c.architecture)?;
+    let (model_type, class) = (arch.name, arch.hf_class);
     let mut v = json!({
         "architectures": [class],
         "model_type": model_type,
@@ -420,7 +425,7 @@ fn config_json(c: &ModelConfig, torch_dtype: &str, bos_id: Option<u32>, eos: &[u
         [one] => v["eos_token_id"] = json!(one),
         many => v["eos_token_id"] = json!(many),
     }
-    v
+    Ok(v)
 }
 
 /// An f32 as the shortest decimal that reads back as it (`1e-5`, not

@@ -10,13 +10,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::engine::{
-    apply_tool_call_delta, Engine, EngineEvent, RequestStream, TokenLogprob, ToolCallDelta, Usage,
-};
 use crate::error::EngineError;
-use crate::grammar::GrammarMode;
 use crate::parsers::ParsedToolCall;
-use crate::request::ChatRequest;
+use crate::runtime::{
+    ChatRequest, Engine, EngineEvent, GrammarMode, RequestStream, TokenLogprob, ToolCallDelta,
+    Usage,
+};
 
 /// What a client sees on failure: an HTTP status and an OpenAI error body.
 #[derive(Debug, Clone, PartialEq)]
@@ -463,66 +462,42 @@ impl ChunkStream {
     }
 
     /// Folds the whole output into one response body.
-    async fn collect(mut self) -> Result<Value, ApiError> {
-        let mut text = String::new();
-        let mut reasoning = String::new();
-        let mut calls = Vec::new();
-        let mut logprobs = Vec::new();
-        loop {
-            match self.stream.next().await {
-                Some(EngineEvent::Started { .. }) => {}
-                Some(EngineEvent::Delta {
-                    text: t,
-                    reasoning: r,
-                    tool_calls,
-                    logprobs: lp,
-                }) => {
-                    text.push_str(&t);
-                    reasoning.push_str(&r);
-                    for d in tool_calls {
-                        apply_tool_call_delta(&mut calls, d);
-                    }
-                    logprobs.extend(lp);
-                }
-                Some(EngineEvent::Finished {
-                    finish_reason,
-                    usage,
-                }) => {
-                    let lp = self.logprobs.then(|| logprobs_json(&logprobs));
-                    let choice = match self.kind {
-                        Kind::Chat => json!({
-                            "index": 0,
-                            "message": chat_message(text, reasoning, &calls),
-                            "logprobs": lp,
-                            "finish_reason": finish_reason.as_str(),
-                        }),
-                        Kind::Text => json!({
-                            "index": 0,
-                            "text": text,
-                            "logprobs": lp,
-                            "finish_reason": finish_reason.as_str(),
-                        }),
-                    };
-                    let object = match self.kind {
-                        Kind::Chat => "chat.completion",
-                        Kind::Text => "text_completion",
-                    };
-                    return Ok(json!({
-                        "id": self.id,
-                        "object": object,
-                        "created": self.created,
-                        "model": self.model,
-                        "system_fingerprint": self.fingerprint,
-                        "choices": [choice],
-                        "usage": usage_json(&usage),
-                    }));
-                }
-                Some(EngineEvent::Failed {
-                    message,
-                    client_error,
-                }) => return Err(failure(message, client_error)),
-                None => return Err(ApiError::new(500, "server_error", "the engine stopped")),
-            }
-        }
+    async fn collect(self) -> Result<Value, ApiError> {
+        let c = self
+            .stream
+            .collect()
+            .await
+            .map_err(|f| failure(f.message, f.client_error))?;
+        let finish_reason = c.finish_reason.expect("a finished completion").as_str();
+        let lp = self.logprobs.then(|| logprobs_json(&c.logprobs));
+        let (object, choice) = match self.kind {
+            Kind::Chat => (
+                "chat.completion",
+                json!({
+                    "index": 0,
+                    "message": chat_message(c.text, c.reasoning, &c.tool_calls),
+                    "logprobs": lp,
+                    "finish_reason": finish_reason,
+                }),
+            ),
+            Kind::Text => (
+                "text_completion",
+                json!({
+                    "index": 0,
+                    "text": c.text,
+                    "logprobs": lp,
+                    "finish_reason": finish_reason,
+                }),
+            ),
+        };
+        Ok(json!({
+            "id": self.id,
+            "object": object,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": self.fingerprint,
+            "choices": [choice],
+            "usage": usage_json(&c.usage),
+        }))
     }
 }

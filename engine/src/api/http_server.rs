@@ -1,4 +1,4 @@
-//! afm-serve's HTTP front: axum routes over [`crate::openai_api`].
+//! afm-serve's HTTP front: axum routes over [`crate::api::openai`].
 //!
 //! Everything protocol-specific (validation, response and chunk shapes)
 //! lives in `openai_api`; this module only maps it to HTTP: status codes,
@@ -22,9 +22,9 @@ use axum::{Json, Router};
 use futures_util::stream;
 use tower_http::cors::CorsLayer;
 
-use crate::grammar::GrammarMode;
-use crate::metrics::{self, RejectedRequests};
-use crate::openai_api::{ApiContext, ApiError, ApiResponse};
+use crate::api::metrics::{self, RejectedRequests};
+use crate::api::openai::{ApiContext, ApiError, ApiResponse};
+use crate::runtime::GrammarMode;
 
 /// Header telling clients whether a requested constraint was enforced.
 pub const GRAMMAR_HEADER: &str = "x-grammar-constraints";

@@ -11,7 +11,7 @@ use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
 
 use crate::error::{EngineError, Result};
-use crate::gguf::GgufModelFile;
+use crate::loading::gguf::GgufModelFile;
 
 /// GGUF token types (`tokenizer.ggml.token_type`).
 const TOKEN_TYPE_CONTROL: i64 = 3;

@@ -1,0 +1,45 @@
+//! A model ready to run: its network built by the models registry, with
+//! the tokenizer, chat template and EOS set it is served with.
+
+use crate::error::Result;
+use crate::loading::chat_template::{ChatTemplate, TemplateInput};
+use crate::loading::eos::EosSet;
+use crate::loading::parts::ModelParts;
+use crate::loading::source::ModelSource;
+use crate::loading::tokenizer::TextTokenizer;
+use crate::loading::weights::WeightMode;
+use crate::models::{registry, CausalLm};
+
+pub struct LoadedModel {
+    /// A short name for responses and logs (file or folder name).
+    pub name: String,
+    pub model: Box<dyn CausalLm>,
+    pub tokenizer: TextTokenizer,
+    pub template: ChatTemplate,
+    pub eos: EosSet,
+}
+
+impl LoadedModel {
+    /// Loads what `--model` names (alias, path or cached HF repo id).
+    pub fn load(spec: &str) -> Result<Self> {
+        Self::load_source(&ModelSource::resolve(spec)?, WeightMode::for_platform())
+    }
+
+    pub fn load_source(source: &ModelSource, mode: WeightMode) -> Result<Self> {
+        crate::loading::cpu_blas::configure_threads();
+        let parts = ModelParts::read(source, mode)?;
+        let model = registry::load(parts.config, &parts.hyper, &parts.weights)?;
+        Ok(LoadedModel {
+            name: parts.name,
+            model,
+            tokenizer: parts.tokenizer,
+            template: parts.template,
+            eos: parts.eos,
+        })
+    }
+
+    /// Renders the chat template and tokenizes the result.
+    pub fn prompt_tokens(&self, input: &TemplateInput) -> Result<Vec<u32>> {
+        self.tokenizer.encode(&self.template.render(input)?)
+    }
+}

@@ -1,0 +1,35 @@
+//! The LM head every architecture ends with: its own `lm_head` matrix or
+//! the tied embedding, checked against the vocabulary at load. The engine
+//! reads logits rows with a stride of `vocab_size`, so a head of any other
+//! width would silently shift every row after the first.
+
+use mlx_rs::Array;
+
+use crate::error::{EngineError, Result};
+use crate::loading::config::ModelConfig;
+use crate::loading::weights::{Embedding, Linear, TensorMap};
+
+/// The head named `lm_head`, or the embedding when tied or absent.
+pub fn load(weights: &TensorMap, embed: &Embedding, config: &ModelConfig) -> Result<Linear> {
+    let head = if config.tie_word_embeddings || !weights.contains("lm_head.weight") {
+        embed.0.clone()
+    } else {
+        weights.linear("lm_head")?
+    };
+    let rows = head.out_features() as usize;
+    if rows != config.vocab_size {
+        return Err(EngineError::invalid_model(
+            weights.origin(),
+            format!(
+                "the LM head has {rows} rows but the vocabulary size is {}",
+                config.vocab_size
+            ),
+        ));
+    }
+    Ok(head)
+}
+
+/// The logits of a pass that samples nothing: `[0, vocab]`.
+pub fn no_logits(config: &ModelConfig) -> Result<Array> {
+    Ok(Array::zeros::<f32>(&[0, config.vocab_size as i32])?)
+}

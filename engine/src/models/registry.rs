@@ -1,0 +1,64 @@
+//! The one list of architectures the engine runs: how GGUF and
+//! `config.json` spell each, what GGUF did to its weights, and its loader.
+//! Adding an architecture is one file under `models/` and one entry here.
+
+use crate::error::{EngineError, Result};
+use crate::loading::config::{HyperParams, ModelConfig};
+use crate::loading::weights::TensorMap;
+
+use super::{llama, CausalLm};
+
+/// One architecture.
+pub struct Architecture {
+    /// afm's name, also HF's `model_type` (what `convert` writes).
+    pub name: &'static str,
+    /// GGUF's `general.architecture`.
+    pub gguf_name: &'static str,
+    /// HF's class name (`config.json` `architectures`).
+    pub hf_class: &'static str,
+    /// llama.cpp's converter permutes this architecture's Q/K rows for
+    /// interleaved RoPE, so GGUF files of it run with "traditional" RoPE
+    /// (and `convert` puts the rows back).
+    pub gguf_permutes_qk: bool,
+    /// Builds the network. `hyper` holds what the architecture reads
+    /// beyond the common hyper-parameters.
+    pub load: fn(ModelConfig, &HyperParams, &TensorMap) -> Result<Box<dyn CausalLm>>,
+}
+
+/// Every architecture, in the order errors list them.
+pub static ARCHITECTURES: &[Architecture] = &[llama::ARCHITECTURE];
+
+/// The architecture any of its spellings names.
+pub fn find(name: &str) -> Result<&'static Architecture> {
+    ARCHITECTURES
+        .iter()
+        .find(|a| name == a.name || name == a.gguf_name || name == a.hf_class)
+        .ok_or_else(|| EngineError::UnsupportedArchitecture {
+            name: name.to_string(),
+            supported: ARCHITECTURES
+                .iter()
+                .map(|a| a.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// Resolves a config read from a file: the architecture under its afm
+/// name, and the RoPE layout the file's weights are stored in.
+pub fn resolve(mut config: ModelConfig, from_gguf: bool) -> Result<ModelConfig> {
+    let arch = find(&config.architecture)?;
+    config.architecture = arch.name.to_string();
+    if from_gguf {
+        config.rope_traditional = arch.gguf_permutes_qk;
+    }
+    Ok(config)
+}
+
+/// Builds the network `config` names.
+pub fn load(
+    config: ModelConfig,
+    hyper: &HyperParams,
+    weights: &TensorMap,
+) -> Result<Box<dyn CausalLm>> {
+    (find(&config.architecture)?.load)(config, hyper, weights)
+}

@@ -1,0 +1,57 @@
+//! Engine-wide settings: the server's flags.
+
+use crate::loading::weights::WeightMode;
+use crate::parsers::ToolCallFormat;
+
+/// Engine-wide settings (the server's flags).
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Sequences decoded together at most (`--concurrent`).
+    pub concurrent: usize,
+    /// Reuse KV of cached prompt prefixes (`--enable-prefix-caching`).
+    pub prefix_caching: bool,
+    /// Memory budget of the prefix cache.
+    pub prefix_cache_bytes: usize,
+    /// Largest `top_logprobs` accepted (`--max-logprobs`).
+    pub max_logprobs: usize,
+    /// `max_tokens` when a request gives none (`--max-tokens`).
+    pub default_max_tokens: usize,
+    /// Prompt tokens prefilled per step over all sequences, so decoding
+    /// streams keep moving while a long prompt is prefilled.
+    pub prefill_chunk: usize,
+    pub weight_mode: WeightMode,
+    /// Enforce `response_format` and forced tool calls with llguidance
+    /// (`--enable-grammar-constraints`); off, such requests are served
+    /// unconstrained and marked downgraded.
+    pub grammar_constraints: bool,
+    /// Batch-invariant mode (`--deterministic`): a request's output is bit
+    /// for bit the same alone, in any batch slot, chunked or cached.
+    pub deterministic: bool,
+    /// Tool-call format (`--tool-call-parser`); `None` detects it from
+    /// the chat template.
+    pub tool_call_parser: Option<ToolCallFormat>,
+    /// Reasoning tokens a request may spend when it sets no
+    /// `thinking_budget` (`--thinking-budget`).
+    pub thinking_budget: Option<usize>,
+    /// Jinja source replacing the model's chat template (`--chat-template`).
+    pub chat_template: Option<String>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            concurrent: 8,
+            prefix_caching: false,
+            prefix_cache_bytes: 1 << 30,
+            max_logprobs: 20,
+            default_max_tokens: 512,
+            prefill_chunk: 256,
+            weight_mode: WeightMode::for_platform(),
+            grammar_constraints: false,
+            deterministic: false,
+            tool_call_parser: None,
+            thinking_budget: None,
+            chat_template: None,
+        }
+    }
+}

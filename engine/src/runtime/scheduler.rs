@@ -1,0 +1,308 @@
+//! Continuous batching on the engine thread.
+//!
+//! Each step: drop cancelled requests, admit waiting ones up to
+//! `concurrent`, start admitted ones from the longest cached prefix, then run
+//! ONE forward pass over every running sequence: one token for each
+//! decoding sequence plus prefill chunks within the step's token budget (so
+//! a long prompt never stalls running streams). After the pass, prefilled
+//! prompt KV goes into the prefix cache at once, and each sampled
+//! sequence's logits go through its own pipeline (`sequence`). Caches are
+//! built from the model's declared KV layout.
+//!
+//! Requests that arrive together and share a prefix nobody has cached yet
+//! do not all compute it: a later one waits while an earlier one prefills
+//! the shared part, then starts from the cache.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use crate::error::Result;
+use crate::models::{BatchItem, CausalLm, KvCache};
+use crate::runtime::config::EngineConfig;
+use crate::runtime::events::EngineEvent;
+use crate::runtime::model_text::ModelText;
+use crate::runtime::prefix_cache::PrefixCache;
+use crate::runtime::sequence::{NewSequence, Sequence};
+use crate::runtime::stats::EngineStats;
+
+/// Fixed caches are sized in steps of this many positions.
+const CAPACITY_STEP: usize = 256;
+
+/// What a sequence contributes to one forward pass.
+enum Work {
+    Prefill { end: usize, sample: bool },
+    Decode,
+}
+
+pub struct Scheduler {
+    model: Box<dyn CausalLm>,
+    text: Arc<ModelText>,
+    config: EngineConfig,
+    waiting: VecDeque<NewSequence>,
+    running: Vec<Sequence>,
+    prefix: Option<PrefixCache>,
+    stats: Arc<Mutex<EngineStats>>,
+}
+
+impl Scheduler {
+    pub fn new(
+        model: Box<dyn CausalLm>,
+        text: Arc<ModelText>,
+        config: EngineConfig,
+        stats: Arc<Mutex<EngineStats>>,
+    ) -> Self {
+        let prefix = config
+            .prefix_caching
+            .then(|| PrefixCache::new(model.kv_layout(), config.prefix_cache_bytes));
+        Scheduler {
+            model,
+            text,
+            config,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            prefix,
+            stats,
+        }
+    }
+
+    pub fn has_work(&self) -> bool {
+        !self.waiting.is_empty() || !self.running.is_empty()
+    }
+
+    pub fn enqueue(&mut self, s: NewSequence) {
+        self.waiting.push_back(s);
+        self.publish_counts();
+    }
+
+    /// One scheduling step and forward pass. Failures end the affected
+    /// requests with a `Failed` event; the engine keeps serving.
+    pub fn step(&mut self) {
+        self.drop_cancelled();
+        self.admit();
+        if let Err(e) = self.start_pending() {
+            self.fail_all(&e.to_string());
+        }
+        if let Err(e) = self.forward_and_sample() {
+            self.fail_all(&e.to_string());
+        }
+        self.running.retain(|s| !s.finished);
+        self.publish_counts();
+    }
+
+    fn drop_cancelled(&mut self) {
+        let before = self.running.len() + self.waiting.len();
+        self.running.retain(|s| !s.events.is_closed());
+        self.waiting.retain(|s| !s.events.is_closed());
+        let dropped = before - self.running.len() - self.waiting.len();
+        if dropped > 0 {
+            self.stats.lock().expect("stats").requests_cancelled += dropped as u64;
+        }
+    }
+
+    fn admit(&mut self) {
+        while self.running.len() < self.config.concurrent.max(1) {
+            let Some(s) = self.waiting.pop_front() else {
+                break;
+            };
+            self.stats.lock().expect("stats").requests_admitted += 1;
+            self.running.push(Sequence::new(
+                s,
+                self.text.limits.context_length,
+                self.config.thinking_budget,
+            ));
+        }
+    }
+
+    /// Starts admitted sequences from the longest cached prefix, unless an
+    /// earlier sequence is still prefilling a longer shared prefix.
+    fn start_pending(&mut self) -> Result<()> {
+        for i in 0..self.running.len() {
+            if self.running[i].cache.is_some() {
+                continue;
+            }
+            let prompt = &self.running[i].prompt;
+            // Keep at least one prompt token to compute: its logits are needed.
+            let limit = prompt.len().saturating_sub(1);
+            let mut cached = 0;
+            if let Some(prefix) = &self.prefix {
+                cached = prefix.cached_len(prompt).min(limit);
+                let shared_in_flight = self.running[..i]
+                    .iter()
+                    .filter(|o| o.prefilling())
+                    .map(|o| common_prefix(&o.prompt, prompt).min(limit))
+                    .max()
+                    .unwrap_or(0);
+                if shared_in_flight > cached {
+                    continue; // wait for the earlier sequence to cache it
+                }
+            }
+            let cache = match (&mut self.prefix, cached) {
+                (Some(prefix), n) if n > 0 => {
+                    let m = prefix.lookup(&self.running[i].prompt, n)?;
+                    KvCache::from_segments(
+                        self.model.kv_layout(),
+                        &m.segments,
+                        m.len,
+                        self.capacity_of(&self.running[i]),
+                    )?
+                }
+                _ => match self.capacity_of(&self.running[i]) {
+                    Some(c) => KvCache::with_capacity(self.model.kv_layout(), c),
+                    None => KvCache::new(self.model.kv_layout()),
+                },
+            };
+            let s = &mut self.running[i];
+            s.cache = Some(cache);
+            s.prefilled = cached;
+            s.cached = cached;
+            self.stats.lock().expect("stats").record_start(
+                s.prompt.len(),
+                cached,
+                self.prefix.is_some(),
+            );
+            let _ = s.events.send(EngineEvent::Started {
+                prompt_tokens: s.prompt.len(),
+                cached_tokens: cached,
+            });
+        }
+        Ok(())
+    }
+
+    /// In batch-invariant mode, the fixed cache size of a sequence: a
+    /// function of the request alone (prompt and token limit), so attention
+    /// shapes are the same however the request is batched or cached.
+    fn capacity_of(&self, s: &Sequence) -> Option<usize> {
+        self.config
+            .deterministic
+            .then(|| {
+                let needed = s.prompt.len() + s.settings.max_tokens;
+                needed.div_ceil(CAPACITY_STEP) * CAPACITY_STEP
+            })
+            .map(|c| c.min(self.text.limits.context_length))
+    }
+
+    fn forward_and_sample(&mut self) -> Result<()> {
+        let mut budget = self.config.prefill_chunk.max(1);
+        let mut plan: Vec<(usize, Work)> = Vec::new();
+        for (i, s) in self.running.iter().enumerate() {
+            if s.decoding {
+                plan.push((i, Work::Decode));
+            }
+        }
+        for (i, s) in self.running.iter().enumerate() {
+            if s.prefilling() && budget > 0 {
+                let end = (s.prefilled + budget).min(s.prompt.len());
+                budget -= end - s.prefilled;
+                plan.push((
+                    i,
+                    Work::Prefill {
+                        end,
+                        sample: end == s.prompt.len(),
+                    },
+                ));
+            }
+        }
+        if plan.is_empty() {
+            return Ok(());
+        }
+        plan.sort_by_key(|(i, _)| *i);
+
+        let prefill_tokens: usize = plan
+            .iter()
+            .map(|(i, w)| match w {
+                Work::Prefill { end, .. } => end - self.running[*i].prefilled,
+                Work::Decode => 0,
+            })
+            .sum();
+        let logits = {
+            let mut items = Vec::with_capacity(plan.len());
+            let mut plan_iter = plan.iter().peekable();
+            for (i, s) in self.running.iter_mut().enumerate() {
+                let Some((_, work)) = plan_iter.next_if(|(j, _)| *j == i) else {
+                    continue;
+                };
+                let Sequence {
+                    prompt,
+                    cache,
+                    prefilled,
+                    next_input,
+                    ..
+                } = s;
+                let cache = cache.as_mut().expect("started sequence");
+                items.push(match work {
+                    Work::Decode => BatchItem {
+                        tokens: &next_input[..],
+                        cache,
+                        sample: true,
+                    },
+                    Work::Prefill { end, sample } => BatchItem {
+                        tokens: &prompt[*prefilled..*end],
+                        cache,
+                        sample: *sample,
+                    },
+                });
+            }
+            let logits = self.model.forward_batch(&mut items)?;
+            // Evaluate the caches too: a pass of prefill chunks alone samples
+            // nothing, and its work must still happen in this step.
+            let mut outputs: Vec<&mlx_rs::Array> = vec![&logits];
+            outputs.extend(items.iter().flat_map(|it| it.cache.arrays()));
+            mlx_rs::transforms::eval(outputs)?;
+            if logits.size() == 0 {
+                Vec::new()
+            } else {
+                logits.as_slice::<f32>().to_vec()
+            }
+        };
+        self.stats
+            .lock()
+            .expect("stats")
+            .record_step(plan.len(), prefill_tokens);
+
+        let vocab = self.model.config().vocab_size;
+        let mut row = 0;
+        for (i, work) in plan {
+            if let Work::Prefill { end, .. } = work {
+                let s = &mut self.running[i];
+                s.prefilled = end;
+                if let Some(prefix) = &mut self.prefix {
+                    prefix.insert(&s.prompt[..end], s.cache.as_ref().expect("started"))?;
+                }
+            }
+            if samples(&work) {
+                let raw = &logits[row * vocab..(row + 1) * vocab];
+                self.running[i].on_logits(&self.text, &self.stats, raw)?;
+                row += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn fail_all(&mut self, message: &str) {
+        let n = self.running.len();
+        for s in self.running.drain(..) {
+            let _ = s.events.send(EngineEvent::Failed {
+                message: message.to_string(),
+                client_error: false,
+            });
+        }
+        self.stats.lock().expect("stats").requests_failed += n as u64;
+    }
+
+    fn publish_counts(&self) {
+        let mut st = self.stats.lock().expect("stats");
+        st.running = self.running.len();
+        st.waiting = self.waiting.len();
+    }
+}
+
+fn samples(w: &Work) -> bool {
+    match w {
+        Work::Decode => true,
+        Work::Prefill { sample, .. } => *sample,
+    }
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

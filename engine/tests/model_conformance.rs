@@ -1,0 +1,176 @@
+//! Every architecture through the conformance runner, on random small
+//! weights built here (no model file needed).
+
+mod conformance;
+
+use std::collections::HashMap;
+
+use afm_engine::loading::{HyperParams, ModelConfig, TensorMap, WeightMode};
+use afm_engine::models::{registry, CausalLm};
+use afm_engine::EngineError;
+use mlx_rs::Array;
+
+use conformance::{batch_invariant_mode, default_mode, scripts};
+
+const VOCAB: usize = 96;
+
+fn llama_config() -> ModelConfig {
+    ModelConfig {
+        architecture: "llama".into(),
+        vocab_size: VOCAB,
+        hidden_size: 256,
+        intermediate_size: 768,
+        num_layers: 2,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 64,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        rope_traditional: false,
+        max_position_embeddings: 512,
+        tie_word_embeddings: false,
+    }
+}
+
+/// Random weights under HF names: matrices with entries of variance
+/// 1/cols (uniform), so activations stay O(1) through the layers; norm
+/// weights near 1. Drawn on the host from a seeded generator, so every run
+/// builds the same model.
+struct Weights {
+    rng: rand_chacha::ChaCha8Rng,
+    tensors: HashMap<String, Array>,
+}
+
+impl Weights {
+    fn new(seed: u64) -> Self {
+        Weights {
+            rng: rand_core::SeedableRng::seed_from_u64(seed),
+            tensors: HashMap::new(),
+        }
+    }
+
+    /// `n` values uniform in `center ± half`.
+    fn uniform(&mut self, n: usize, center: f32, half: f32) -> Vec<f32> {
+        use rand_core::RngCore;
+        (0..n)
+            .map(|_| {
+                let unit = (self.rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32;
+                center + half * (2.0 * unit - 1.0)
+            })
+            .collect()
+    }
+
+    fn matrix(&mut self, name: &str, rows: usize, cols: usize) {
+        // Uniform(-a, a) has variance a^2 / 3.
+        let half = (3.0 / cols as f32).sqrt();
+        let values = self.uniform(rows * cols, 0.0, half);
+        let w = Array::from_slice(&values, &[rows as i32, cols as i32]);
+        self.tensors.insert(format!("{name}.weight"), w);
+    }
+
+    fn norm(&mut self, name: &str, dim: usize) {
+        let values = self.uniform(dim, 1.0, 0.2);
+        self.tensors
+            .insert(name.to_string(), Array::from_slice(&values, &[dim as i32]));
+    }
+
+    fn into_map(self) -> TensorMap {
+        TensorMap::from_tensors(self.tensors, 64, WeightMode::Dequantize)
+    }
+}
+
+fn llama_weights(c: &ModelConfig, seed: u64) -> TensorMap {
+    let mut w = Weights::new(seed);
+    let (d, q, kv) = (
+        c.hidden_size,
+        c.num_heads * c.head_dim,
+        c.num_kv_heads * c.head_dim,
+    );
+    w.matrix("model.embed_tokens", c.vocab_size, d);
+    for i in 0..c.num_layers {
+        let p = format!("model.layers.{i}");
+        w.norm(&format!("{p}.input_layernorm.weight"), d);
+        w.matrix(&format!("{p}.self_attn.q_proj"), q, d);
+        w.matrix(&format!("{p}.self_attn.k_proj"), kv, d);
+        w.matrix(&format!("{p}.self_attn.v_proj"), kv, d);
+        w.matrix(&format!("{p}.self_attn.o_proj"), d, q);
+        w.norm(&format!("{p}.post_attention_layernorm.weight"), d);
+        w.matrix(&format!("{p}.mlp.gate_proj"), c.intermediate_size, d);
+        w.matrix(&format!("{p}.mlp.up_proj"), c.intermediate_size, d);
+        w.matrix(&format!("{p}.mlp.down_proj"), d, c.intermediate_size);
+    }
+    w.norm("model.norm.weight", d);
+    w.matrix("lm_head", c.vocab_size, d);
+    w.into_map()
+}
+
+fn load(config: ModelConfig, weights: &TensorMap) -> Box<dyn CausalLm> {
+    registry::load(config, &HyperParams::default(), weights).unwrap()
+}
+
+#[test]
+fn llama_conforms_in_the_default_mode() {
+    let config = llama_config();
+    let model = load(config.clone(), &llama_weights(&config, 1));
+    default_mode(model.as_ref(), &scripts(VOCAB as u32, &[7, 12, 3, 9], 4));
+}
+
+#[test]
+fn llama_conforms_in_batch_invariant_mode() {
+    let config = llama_config();
+    let mut model = load(config.clone(), &llama_weights(&config, 2));
+    model.set_batch_invariant(true).unwrap();
+    let lens = [11, 4, 9, 6, 13, 2, 8, 5];
+    batch_invariant_mode(model.as_ref(), &scripts(VOCAB as u32, &lens, 4), 64);
+}
+
+/// Interleaved ("traditional") RoPE, as GGUF llama files run: the same
+/// properties hold.
+#[test]
+fn llama_with_interleaved_rope_conforms() {
+    let config = ModelConfig {
+        rope_traditional: true,
+        ..llama_config()
+    };
+    let model = load(config.clone(), &llama_weights(&config, 3));
+    default_mode(model.as_ref(), &scripts(VOCAB as u32, &[5, 10, 8], 3));
+}
+
+/// An LM head whose rows are not the vocabulary is refused at load: the
+/// engine reads logits rows with the vocabulary's stride.
+#[test]
+fn a_head_that_is_not_the_vocabulary_is_refused() {
+    let config = llama_config();
+    let weights = llama_weights(&config, 4);
+    let wrong = ModelConfig {
+        vocab_size: VOCAB - 1,
+        ..config
+    };
+    let err = registry::load(wrong, &HyperParams::default(), &weights)
+        .err()
+        .expect("a mismatched head must not load");
+    assert!(
+        matches!(&err, EngineError::InvalidModel { reason, .. } if reason.contains("96 rows") && reason.contains("95")),
+        "{err}"
+    );
+}
+
+/// An architecture name no entry spells is named with the supported ones.
+#[test]
+fn an_unknown_architecture_names_the_supported_ones() {
+    let config = ModelConfig {
+        architecture: "mamba".into(),
+        ..llama_config()
+    };
+    let err = registry::load(
+        config,
+        &HyperParams::default(),
+        &llama_weights(&llama_config(), 5),
+    )
+    .err()
+    .expect("unknown architecture");
+    assert!(
+        err.to_string().contains("'mamba'") && err.to_string().contains("llama"),
+        "{err}"
+    );
+}
