@@ -107,6 +107,15 @@ impl ModelConfig {
 pub struct HyperParams(pub serde_json::Map<String, serde_json::Value>);
 
 impl HyperParams {
+    /// The architecture a `config.json` names (`model_type`, else the first
+    /// of `architectures`).
+    pub fn architecture_name(&self) -> Option<&str> {
+        self.0
+            .get("model_type")
+            .and_then(|v| v.as_str())
+            .or_else(|| self.0.get("architectures")?.get(0)?.as_str())
+    }
+
     /// The first of `keys` that is present.
     pub fn get(&self, keys: &[&str]) -> Option<&serde_json::Value> {
         keys.iter().find_map(|k| self.0.get(*k))

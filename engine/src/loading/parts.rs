@@ -50,6 +50,8 @@ impl ModelParts {
 
     fn read_gguf(path: &Path, mode: WeightMode) -> Result<Self> {
         let file = GgufModelFile::open(path)?;
+        // An architecture we do not run is named before any missing key.
+        registry::find(&file.require_string("general.architecture")?)?;
         let config = ModelConfig::from_gguf(&file)?;
         let hyper = HyperParams::from_gguf(&file, &config.architecture)?;
         let config = registry::resolve(config, true)?;
@@ -82,8 +84,12 @@ impl ModelParts {
 
     fn read_dir(dir: &Path, mode: WeightMode) -> Result<Self> {
         let config_path = dir.join("config.json");
-        let config = registry::resolve(ModelConfig::from_config_json(&config_path)?, false)?;
         let hyper = HyperParams::from_config_json(&config_path)?;
+        // An architecture we do not run is named before any missing field.
+        if let Some(name) = hyper.architecture_name() {
+            registry::find(name)?;
+        }
+        let config = registry::resolve(ModelConfig::from_config_json(&config_path)?, false)?;
         let tokenizer = TextTokenizer::from_file(&dir.join("tokenizer.json"))?;
         let tok_cfg = TokenizerConfig::read(dir)?;
         let source = tok_cfg.chat_template(dir)?;
