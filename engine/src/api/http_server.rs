@@ -1,7 +1,7 @@
 //! afm-serve's HTTP front: axum routes over [`crate::api::openai`].
 //!
 //! Everything protocol-specific (validation, response and chunk shapes)
-//! lives in `openai_api`; this module only maps it to HTTP: status codes,
+//! lives in `api::openai`; this module only maps it to HTTP: status codes,
 //! SSE framing (`data: <chunk>` ... `data: [DONE]`), CORS, body limits, the
 //! optional bearer key, and graceful shutdown.
 

@@ -9,7 +9,7 @@ use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
 use mlx_rs::Array;
 
-use super::KvLayout;
+use super::kv_layout::KvLayout;
 use crate::error::Result;
 
 /// Keys and values of a run of positions, one pair per layer.

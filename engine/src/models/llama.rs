@@ -4,19 +4,23 @@
 use mlx_rs::fast::rms_norm;
 use mlx_rs::Array;
 
-use super::registry::Architecture;
-use super::{lm_head, AttentionSpec, BatchItem, CausalLm, ForwardContext, KvLayout};
+use super::causal_lm::CausalLm;
+use super::forward::{AttentionSpec, BatchItem, ForwardContext};
+use super::kv_layout::KvLayout;
+use super::lm_head;
 use crate::error::Result;
 use crate::loading::config::{HyperParams, ModelConfig};
 use crate::loading::weights::{Embedding, FusedLinear, Linear, TensorMap};
 
-pub const ARCHITECTURE: Architecture = Architecture {
-    name: "llama",
-    gguf_name: "llama",
-    hf_class: "LlamaForCausalLM",
-    gguf_permutes_qk: true,
-    load: |config, _hyper: &HyperParams, weights| Ok(Box::new(Llama::load(config, weights)?)),
-};
+/// The registry's loader: llama reads nothing beyond the common
+/// hyper-parameters.
+pub fn load(
+    config: ModelConfig,
+    _hyper: &HyperParams,
+    weights: &TensorMap,
+) -> Result<Box<dyn CausalLm>> {
+    Ok(Box::new(Llama::load(config, weights)?))
+}
 
 struct Layer {
     input_norm: Array,

@@ -6,7 +6,8 @@ use crate::error::{EngineError, Result};
 use crate::loading::config::{HyperParams, ModelConfig};
 use crate::loading::weights::TensorMap;
 
-use super::{llama, CausalLm};
+use super::causal_lm::CausalLm;
+use super::llama;
 
 /// One architecture.
 pub struct Architecture {
@@ -26,7 +27,13 @@ pub struct Architecture {
 }
 
 /// Every architecture, in the order errors list them.
-pub static ARCHITECTURES: &[Architecture] = &[llama::ARCHITECTURE];
+pub static ARCHITECTURES: &[Architecture] = &[Architecture {
+    name: "llama",
+    gguf_name: "llama",
+    hf_class: "LlamaForCausalLM",
+    gguf_permutes_qk: true,
+    load: llama::load,
+}];
 
 /// The architecture any of its spellings names.
 pub fn find(name: &str) -> Result<&'static Architecture> {

@@ -2,7 +2,7 @@
 //! UTF-8, so a character split over several byte-level tokens never shows
 //! up half-formed (as U+FFFD) in a stream.
 
-use super::TextTokenizer;
+use super::text::TextTokenizer;
 use crate::error::Result;
 
 /// Tokens held back waiting for a character to complete before the text is

@@ -10,9 +10,9 @@ use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
 
+use super::batch_item::BatchItem;
 use super::layout::DecodeGroup;
 use super::linear::ROW_BLOCK;
-use super::BatchItem;
 use crate::error::Result;
 
 /// One layer's attention shape and position encoding.

@@ -3,7 +3,7 @@
 
 use mlx_rs::Array;
 
-use super::BatchItem;
+use super::batch_item::BatchItem;
 
 pub(super) struct BatchLayout {
     /// First row of each item.

@@ -1,0 +1,52 @@
+//! The trait every architecture implements: what the runtime needs of a
+//! model.
+
+use mlx_rs::Array;
+
+use super::forward::BatchItem;
+use super::kv_cache::KvCache;
+use super::kv_layout::KvLayout;
+use crate::error::{EngineError, Result};
+use crate::loading::config::ModelConfig;
+
+/// A causal language model that MLX runs.
+pub trait CausalLm {
+    fn config(&self) -> &ModelConfig;
+
+    /// What the model keeps per token and layer; caches are built from it.
+    fn kv_layout(&self) -> &KvLayout;
+
+    /// An empty cache for one sequence.
+    fn new_cache(&self) -> KvCache {
+        KvCache::new(self.kv_layout())
+    }
+
+    /// Runs every item's new tokens in one pass and returns the logits of the
+    /// last token of each item with `sample` set, in item order
+    /// (`[n_sampled, vocab]`, f32, not yet evaluated).
+    fn forward_batch(&self, items: &mut [BatchItem<'_>]) -> Result<Array>;
+
+    /// One sequence: the logits of the last of `tokens` (`[vocab]`).
+    fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Array> {
+        let mut items = [BatchItem {
+            tokens,
+            cache,
+            sample: true,
+        }];
+        Ok(self.forward_batch(&mut items)?.reshape(&[-1])?)
+    }
+
+    /// Batch-invariant mode: results for a sequence must not depend on the
+    /// batch, the chunking of its prompt or a cached prefix (bit for bit).
+    /// Attention is batch-invariant only over fixed-capacity caches. A model
+    /// that cannot honour it says so instead of doing less.
+    fn set_batch_invariant(&mut self, on: bool) -> Result<()> {
+        if !on {
+            return Ok(());
+        }
+        Err(EngineError::Unsupported(format!(
+            "architecture '{}' cannot run batch-invariant (--deterministic)",
+            self.config().architecture
+        )))
+    }
+}

@@ -1,0 +1,126 @@
+//! [`ForwardContext`]: one pass over a batch, built once and read by every
+//! layer.
+
+use mlx_rs::ops::concatenate;
+use mlx_rs::Array;
+
+use super::attention::{self, AttentionSpec};
+use super::batch_item::BatchItem;
+use super::layout::BatchLayout;
+use super::linear;
+use crate::error::Result;
+use crate::loading::weights::{FusedLinear, Linear};
+
+/// One forward pass over a batch of items.
+pub struct ForwardContext<'p, 'a> {
+    items: &'p mut [BatchItem<'a>],
+    layout: BatchLayout,
+    batch_invariant: bool,
+}
+
+impl<'p, 'a> ForwardContext<'p, 'a> {
+    /// `batch_invariant`: every shape independent of the batch (row-blocked
+    /// matmuls, fixed-shape attention over fixed-capacity caches).
+    pub fn new(items: &'p mut [BatchItem<'a>], batch_invariant: bool) -> Self {
+        let layout = BatchLayout::new(items, !batch_invariant);
+        ForwardContext {
+            items,
+            layout,
+            batch_invariant,
+        }
+    }
+
+    /// Every item's new token ids, end to end: `[1, rows]`.
+    pub fn token_ids(&self) -> Array {
+        let ids: Vec<u32> = self
+            .items
+            .iter()
+            .flat_map(|i| i.tokens.iter().copied())
+            .collect();
+        Array::from_slice(&ids, &[1, ids.len() as i32])
+    }
+
+    /// `lin` over the batch rows `x` (`[1, rows, in]`).
+    pub fn linear(&self, lin: &Linear, x: &Array) -> Result<Array> {
+        linear::apply(lin, x, self.batch_invariant)
+    }
+
+    /// A fused projection's parts over `x`.
+    pub fn fused(&self, lin: &FusedLinear, x: &Array) -> Result<Vec<Array>> {
+        linear::apply_fused(lin, x, None, self.batch_invariant)
+    }
+
+    /// A fused projection's parts over `x`, adjacent parts merged by
+    /// `groups` (`[2, 1]`: q and k as one array, then v).
+    pub fn fused_grouped(
+        &self,
+        lin: &FusedLinear,
+        x: &Array,
+        groups: &[usize],
+    ) -> Result<Vec<Array>> {
+        linear::apply_fused(lin, x, Some(groups), self.batch_invariant)
+    }
+
+    /// Attention of layer `layer` for every item: `qk` holds each row's
+    /// queries then keys (`[1, rows, (heads + kv_heads) * head_dim]`), `v`
+    /// its values. RoPE is applied here (q and k in one call), the new keys
+    /// and values go into each item's cache, and the output comes back in
+    /// row order: `[1, rows, heads * head_dim]`.
+    pub fn attention(
+        &mut self,
+        layer: usize,
+        qk: &Array,
+        v: &Array,
+        spec: &AttentionSpec,
+    ) -> Result<Array> {
+        let mut pieces = Vec::new();
+        if let Some(decode) = &self.layout.decode {
+            pieces.push(attention::decode_group(
+                spec,
+                [qk, v],
+                decode,
+                self.items,
+                layer,
+            )?);
+        }
+        for (i, item) in self.items.iter_mut().enumerate() {
+            if self.layout.in_decode_group(i) {
+                continue;
+            }
+            let start = self.layout.starts[i];
+            let rows = start..start + item.tokens.len() as i32;
+            pieces.push(attention::chunk(spec, [qk, v], rows, item, layer)?);
+        }
+        let o = if pieces.len() == 1 {
+            pieces.pop().expect("one piece")
+        } else {
+            concatenate(&pieces, 1)?
+        };
+        Ok(match &self.layout.to_item_order {
+            Some(inverse) => o.take_axis(inverse, 1)?,
+            None => o,
+        })
+    }
+
+    /// After the last layer: records the new tokens in every cache and
+    /// returns the hidden states of the sampled rows (`[1, n_sampled, dim]`),
+    /// in item order, or `None` when nothing is sampled (prefill chunks
+    /// only). Call it once per pass.
+    pub fn sampled_rows(&mut self, h: &Array) -> Result<Option<Array>> {
+        debug_assert_eq!(h.dim(1), self.layout.total, "one hidden row per token");
+        let mut rows = Vec::new();
+        let mut end = 0i32;
+        for item in self.items.iter_mut() {
+            item.cache.advance(item.tokens.len());
+            end += item.tokens.len() as i32;
+            if item.sample {
+                rows.push(end - 1);
+            }
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let n = rows.len() as i32;
+        Ok(Some(h.take_axis(Array::from_slice(&rows, &[n]), 1)?))
+    }
+}
