@@ -7,7 +7,7 @@ use crate::loading::config::{HyperParams, ModelConfig};
 use crate::loading::weights::TensorMap;
 
 use super::causal_lm::CausalLm;
-use super::llama;
+use super::{gemma3, llama, qwen3, qwen3_moe};
 
 /// One architecture.
 pub struct Architecture {
@@ -27,13 +27,36 @@ pub struct Architecture {
 }
 
 /// Every architecture, in the order errors list them.
-pub static ARCHITECTURES: &[Architecture] = &[Architecture {
-    name: "llama",
-    gguf_name: "llama",
-    hf_class: "LlamaForCausalLM",
-    gguf_permutes_qk: true,
-    load: llama::load,
-}];
+pub static ARCHITECTURES: &[Architecture] = &[
+    Architecture {
+        name: "llama",
+        gguf_name: "llama",
+        hf_class: "LlamaForCausalLM",
+        gguf_permutes_qk: true,
+        load: llama::load,
+    },
+    Architecture {
+        name: "qwen3",
+        gguf_name: "qwen3",
+        hf_class: "Qwen3ForCausalLM",
+        gguf_permutes_qk: false,
+        load: qwen3::load,
+    },
+    Architecture {
+        name: "qwen3_moe",
+        gguf_name: "qwen3moe",
+        hf_class: "Qwen3MoeForCausalLM",
+        gguf_permutes_qk: false,
+        load: qwen3_moe::load,
+    },
+    Architecture {
+        name: "gemma3_text",
+        gguf_name: "gemma3",
+        hf_class: "Gemma3ForCausalLM",
+        gguf_permutes_qk: false,
+        load: gemma3::load,
+    },
+];
 
 /// The architecture any of its spellings names.
 pub fn find(name: &str) -> Result<&'static Architecture> {

@@ -4,7 +4,7 @@
 //! cache only, so no sequence ever reads another's memory.
 
 use mlx_rs::fast::{
-    rope, rope_dynamic, scaled_dot_product_attention, ScaledDotProductAttentionMask,
+    rms_norm, rope, rope_dynamic, scaled_dot_product_attention, ScaledDotProductAttentionMask,
 };
 use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::IndexOp;
@@ -14,9 +14,10 @@ use super::batch_item::BatchItem;
 use super::layout::DecodeGroup;
 use super::linear::ROW_BLOCK;
 use crate::error::Result;
+use crate::models::kv_layout::LayerKv;
 
-/// One layer's attention shape and position encoding.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One layer's attention shape, position encoding and reach.
+#[derive(Debug, Clone)]
 pub struct AttentionSpec {
     pub heads: usize,
     pub kv_heads: usize,
@@ -26,14 +27,74 @@ pub struct AttentionSpec {
     pub rope_base: f32,
     /// Interleaved ("traditional") RoPE instead of rotate-half.
     pub rope_traditional: bool,
+    /// Per-head RMSNorm of queries and keys before RoPE (Qwen3, Gemma 3).
+    pub qk_norm: Option<QkNorm>,
+    /// Sliding-window attention: a query sees at most this many most
+    /// recent positions, itself included (`None`: all of them).
+    pub window: Option<usize>,
+}
+
+/// Per-head RMSNorm of queries and keys, both in one call over the joint
+/// q-and-k heads: normalised without weight, then scaled by the query
+/// weight on query heads and the key weight on key heads.
+#[derive(Debug, Clone)]
+pub struct QkNorm {
+    /// `[heads + kv_heads, 1, head_dim]`.
+    weight: Array,
+    eps: f32,
+}
+
+impl QkNorm {
+    /// `q`, `k`: the `[head_dim]` weights of the query and key norms.
+    pub fn new(q: &Array, k: &Array, heads: usize, kv_heads: usize, eps: f32) -> Result<Self> {
+        let d = q.dim(0);
+        let per_head = |w: &Array, n: usize| -> Result<Array> {
+            Ok(mlx_rs::ops::broadcast_to(
+                w.reshape(&[1, 1, d])?,
+                &[n as i32, 1, d],
+            )?)
+        };
+        let weight = concatenate(&[per_head(q, heads)?, per_head(k, kv_heads)?], 0)?;
+        weight.eval()?;
+        Ok(QkNorm { weight, eps })
+    }
+
+    /// `qk`: `[n, heads + kv_heads, l, d]`.
+    fn apply(&self, qk: &Array) -> Result<Array> {
+        Ok(rms_norm(qk, None, self.eps)?.multiply(&self.weight)?)
+    }
 }
 
 impl AttentionSpec {
+    /// What this layer keeps per token: the model's KV layout is built
+    /// from its layers' specs.
+    pub fn layer_kv(&self) -> LayerKv {
+        LayerKv {
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            window: self.window,
+        }
+    }
+
     /// Rows `[1, rows, heads * d]` as `[n, heads, l, d]`.
     fn split_heads(&self, all: &Array, n: i32, l: i32, heads: usize) -> Result<Array> {
         Ok(all
             .reshape(&[n, l, heads as i32, self.head_dim as i32])?
             .transpose_axes(&[0, 2, 1, 3])?)
+    }
+
+    /// Joint q-and-k heads after the q/k norm, before RoPE.
+    fn normed(&self, qk: Array) -> Result<Array> {
+        match &self.qk_norm {
+            Some(norm) => norm.apply(&qk),
+            None => Ok(qk),
+        }
+    }
+
+    /// The first key position the query at `query` sees (it sees every
+    /// one from there to itself).
+    fn first_visible(&self, query: usize) -> usize {
+        self.window.map_or(0, |w| (query + 1).saturating_sub(w))
     }
 }
 
@@ -53,7 +114,7 @@ pub(super) fn decode_group(
             None => all.clone(),
         })
     };
-    let qk = spec.split_heads(&pick(qk)?, n, 1, spec.heads + spec.kv_heads)?;
+    let qk = spec.normed(spec.split_heads(&pick(qk)?, n, 1, spec.heads + spec.kv_heads)?)?;
     let qk = rope_dynamic(
         qk,
         spec.head_dim as i32,
@@ -71,6 +132,14 @@ pub(super) fn decode_group(
         let j = j as i32;
         let one = |t: &Array| t.index(j..j + 1);
         let (keys, values) = items[i].cache.update(layer, one(&k), one(&v))?;
+        // A window sees only the most recent positions.
+        let (keys, values) = match spec.window {
+            Some(w) if keys.dim(2) as usize > w => {
+                let recent = || (.., .., keys.dim(2) - w as i32.., ..);
+                (keys.index(recent()), values.index(recent()))
+            }
+            _ => (keys, values),
+        };
         outs.push(scaled_dot_product_attention(
             one(&q),
             keys,
@@ -96,7 +165,7 @@ pub(super) fn chunk(
     let l = rows.end - rows.start;
     let take = |all: &Array| all.index((.., rows.clone(), ..));
     let offset = item.cache.offset() as i32;
-    let qk = spec.split_heads(&take(qk), 1, l, spec.heads + spec.kv_heads)?;
+    let qk = spec.normed(spec.split_heads(&take(qk), 1, l, spec.heads + spec.kv_heads)?)?;
     let qk = rope(
         qk,
         spec.head_dim as i32,
@@ -111,8 +180,20 @@ pub(super) fn chunk(
     let v = spec.split_heads(&take(v), 1, l, spec.kv_heads)?;
     let fixed = item.cache.capacity().is_some();
     let (k, v) = item.cache.update(layer, k, v)?;
+    let offset = offset as usize;
     let o = if fixed {
-        fixed_shape(&q, &k, &v, spec.scale, offset as usize)?
+        fixed_shape(spec, &q, &k, &v, offset)?
+    } else if spec.window.is_some_and(|w| offset + (l as usize) > w) {
+        // Some key is out of some query's window: an explicit mask.
+        let keys = k.dim(2) as usize;
+        let mut mask = Vec::with_capacity(l as usize * keys);
+        for r in 0..l as usize {
+            let query = offset + r;
+            let first = spec.first_visible(query);
+            mask.extend((0..keys).map(|j| first <= j && j <= query));
+        }
+        let mask = Array::from_slice(&mask, &[l, keys as i32]);
+        scaled_dot_product_attention(q, k, v, spec.scale, &mask, None)?
     } else {
         let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
         scaled_dot_product_attention(q, k, v, spec.scale, mask, None)?
@@ -129,7 +210,14 @@ pub(super) fn chunk(
 ///
 /// `q`: `[1, heads, l, d]`; `k`, `v`: `[1, kv_heads, capacity, d]`; the new
 /// queries sit at positions `offset..offset + l`.
-fn fixed_shape(q: &Array, k: &Array, v: &Array, scale: f32, offset: usize) -> Result<Array> {
+fn fixed_shape(
+    spec: &AttentionSpec,
+    q: &Array,
+    k: &Array,
+    v: &Array,
+    offset: usize,
+) -> Result<Array> {
+    let scale = spec.scale;
     let (heads, l, d) = (q.dim(1), q.dim(2), q.dim(3));
     let (kv_heads, cap) = (k.dim(1), k.dim(2));
     let rep = heads / kv_heads;
@@ -157,16 +245,17 @@ fn fixed_shape(q: &Array, k: &Array, v: &Array, scale: f32, offset: usize) -> Re
     let scores = mlx_rs::ops::matmul(&qb, kb.transpose_axes(&[0, 2, 1])?)?
         .multiply(Array::from_f32(scale))?;
 
-    // Row r of a head group is query r % l; it sees keys 0..=offset + r % l.
+    // Row r of a head group is query r % l, at position offset + r % l.
     // Padding rows see key 0 only (their output is dropped).
     let mut mask = vec![f32::NEG_INFINITY; (padded * cap) as usize];
     for r in 0..padded as usize {
-        let visible = if r < rows as usize {
-            offset + r % l as usize + 1
-        } else {
-            1
-        };
-        mask[r * cap as usize..r * cap as usize + visible].fill(0.0);
+        let row = &mut mask[r * cap as usize..(r + 1) * cap as usize];
+        if r >= rows as usize {
+            row[0] = 0.0;
+            continue;
+        }
+        let query = offset + r % l as usize;
+        row[spec.first_visible(query)..=query].fill(0.0);
     }
     let mask = Array::from_slice(&mask, &[1, padded, cap]);
     let scores = scores.reshape(&[kv_heads, padded, cap])?.add(&mask)?;

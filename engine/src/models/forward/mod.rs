@@ -12,6 +12,6 @@ mod context;
 mod layout;
 mod linear;
 
-pub use attention::AttentionSpec;
+pub use attention::{AttentionSpec, QkNorm};
 pub use batch_item::BatchItem;
 pub use context::ForwardContext;

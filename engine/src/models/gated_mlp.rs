@@ -1,0 +1,56 @@
+//! The gated MLP of llama-style blocks, `down(act(gate(x)) * up(x))`, with
+//! gate and up as one matmul. SwiGLU (SiLU) for llama and Qwen, GeGLU
+//! (tanh-approximated GELU) for Gemma.
+
+use mlx_rs::Array;
+
+use super::decoder::FeedForward;
+use super::forward::ForwardContext;
+use crate::error::Result;
+use crate::loading::weights::{FusedLinear, Linear, TensorMap};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Silu,
+    /// GELU with the tanh approximation (`gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+pub struct GatedMlp {
+    /// gate and up projections as one matmul.
+    gate_up: FusedLinear,
+    down: Linear,
+    activation: Activation,
+}
+
+impl GatedMlp {
+    /// The projections under `prefix` (e.g. `model.layers.3.mlp`).
+    pub fn load(weights: &TensorMap, prefix: &str, activation: Activation) -> Result<Self> {
+        let linear = |name: &str| weights.linear(&format!("{prefix}.{name}"));
+        Ok(GatedMlp {
+            gate_up: FusedLinear::new(vec![linear("gate_proj")?, linear("up_proj")?])?,
+            down: linear("down_proj")?,
+            activation,
+        })
+    }
+}
+
+impl FeedForward for GatedMlp {
+    fn forward(&self, ctx: &ForwardContext, x: &Array) -> Result<Array> {
+        let [gate, up]: [Array; 2] = ctx
+            .fused(&self.gate_up, x)?
+            .try_into()
+            .expect("gate and up");
+        let gate = match self.activation {
+            Activation::Silu => mlx_rs::nn::silu(gate)?,
+            Activation::GeluTanh => mlx_rs::nn::gelu_approximate(gate)?,
+        };
+        ctx.linear(&self.down, &gate.multiply(&up)?)
+    }
+
+    fn stored(&self) -> Vec<Array> {
+        let mut out = self.gate_up.stored();
+        out.push(self.down.stored());
+        out
+    }
+}
