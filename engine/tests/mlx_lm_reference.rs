@@ -7,6 +7,7 @@ mod conformance;
 
 use std::path::PathBuf;
 
+use afm_engine::loading::{convert, ExportDtype};
 use afm_engine::runtime::argmax;
 use afm_engine::LoadedModel;
 use serde_json::Value;
@@ -91,6 +92,48 @@ fn conforms(name: &str, batch_invariant: bool) {
     } else {
         let err = invariant.expect_err("batch invariance must be refused");
         assert!(err.to_string().contains("--deterministic"), "{err}");
+    }
+}
+
+/// `afm-serve convert` writes the folder again (every hyper-parameter the
+/// architecture reads included); it loads as the same network.
+fn round_trips_through_convert(name: &str) {
+    let (original, reference) = load(name);
+    let out = std::env::temp_dir().join(format!("afm-convert-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    convert(folder(name).to_str().unwrap(), &out, ExportDtype::F32).unwrap();
+    let copy = LoadedModel::load(out.to_str().unwrap()).unwrap();
+    assert_eq!(
+        copy.model.config(),
+        original.model.config(),
+        "{name}: config"
+    );
+    assert_eq!(
+        copy.model.kv_layout(),
+        original.model.kv_layout(),
+        "{name}: KV layout"
+    );
+    let prompt = ids(&reference["prompt"]);
+    let logits = |m: &LoadedModel| {
+        let mut cache = m.model.new_cache();
+        m.model
+            .forward(&prompt, &mut cache)
+            .unwrap()
+            .as_slice::<f32>()
+            .to_vec()
+    };
+    assert_eq!(
+        logits(&copy),
+        logits(&original),
+        "{name}: logits after convert"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn every_architecture_round_trips_through_convert() {
+    for name in ["qwen3", "qwen3_moe", "gemma3_text"] {
+        round_trips_through_convert(name);
     }
 }
 

@@ -104,21 +104,25 @@ impl ModelConfig {
 /// keys without the prefix. The two spell keys differently, so readers
 /// name both.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct HyperParams(pub serde_json::Map<String, serde_json::Value>);
+pub struct HyperParams {
+    pub values: serde_json::Map<String, serde_json::Value>,
+    /// GGUF spellings (`expert_count`), not config.json's (`num_experts`).
+    pub from_gguf: bool,
+}
 
 impl HyperParams {
     /// The architecture a `config.json` names (`model_type`, else the first
     /// of `architectures`).
     pub fn architecture_name(&self) -> Option<&str> {
-        self.0
+        self.values
             .get("model_type")
             .and_then(|v| v.as_str())
-            .or_else(|| self.0.get("architectures")?.get(0)?.as_str())
+            .or_else(|| self.values.get("architectures")?.get(0)?.as_str())
     }
 
     /// The first of `keys` that is present.
     pub fn get(&self, keys: &[&str]) -> Option<&serde_json::Value> {
-        keys.iter().find_map(|k| self.0.get(*k))
+        keys.iter().find_map(|k| self.values.get(*k))
     }
 
     pub fn usize(&self, keys: &[&str]) -> Option<usize> {
@@ -129,60 +133,29 @@ impl HyperParams {
         self.get(keys)?.as_f64().map(|v| v as f32)
     }
 
-    /// A GGUF file's `<arch>.*` keys (numbers and strings; lists of
-    /// numbers as arrays).
+    /// A GGUF file's `<arch>.*` keys, without the prefix.
     pub fn from_gguf(file: &GgufModelFile, arch: &str) -> Result<Self> {
         let prefix = format!("{arch}.");
-        let mut map = serde_json::Map::new();
-        for key in file.metadata_keys() {
-            let Some(name) = key.strip_prefix(&prefix) else {
-                continue;
-            };
-            let value = match file.string(key) {
-                Ok(Some(s)) => serde_json::Value::from(s),
-                // Kinds MLX cannot return (booleans) are left out.
-                _ => match file.array(key).ok().flatten() {
-                    Some(a) => numbers(&a)?,
-                    None => continue,
-                },
-            };
-            map.insert(name.to_string(), value);
-        }
-        Ok(HyperParams(map))
+        let values = file
+            .metadata_keys()
+            .filter_map(|key| {
+                let name = key.strip_prefix(&prefix)?;
+                Some((name.to_string(), file.json(key)?))
+            })
+            .collect();
+        Ok(HyperParams {
+            values,
+            from_gguf: true,
+        })
     }
 
     /// Reads `config.json` whole.
     pub fn from_config_json(path: &Path) -> Result<Self> {
-        read_json(path).map(HyperParams)
+        Ok(HyperParams {
+            values: read_json(path)?,
+            from_gguf: false,
+        })
     }
-}
-
-/// A GGUF numeric value (or list) as JSON; integers stay integers.
-fn numbers(a: &mlx_rs::Array) -> Result<serde_json::Value> {
-    let values: Vec<serde_json::Value> = if matches!(
-        a.dtype(),
-        mlx_rs::Dtype::Float16
-            | mlx_rs::Dtype::Bfloat16
-            | mlx_rs::Dtype::Float32
-            | mlx_rs::Dtype::Float64
-    ) {
-        let a = a.as_type::<f32>()?;
-        a.as_slice::<f32>()
-            .iter()
-            .map(|&v| serde_json::Value::from(v))
-            .collect()
-    } else {
-        let a = a.as_type::<i64>()?;
-        a.as_slice::<i64>()
-            .iter()
-            .map(|&v| serde_json::Value::from(v))
-            .collect()
-    };
-    // MLX returns scalars as one-element arrays: one value reads as a scalar.
-    Ok(match <[serde_json::Value; 1]>::try_from(values) {
-        Ok([one]) => one,
-        Err(many) => serde_json::Value::Array(many),
-    })
 }
 
 /// MLX quantization parameters from `config.json` (`quantization` key).

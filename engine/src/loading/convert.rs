@@ -285,6 +285,16 @@ fn write_folder(
     // Without an lm_head the embedding is the head, whatever the source said.
     model_config.tie_word_embeddings |= !exported.tensors.contains_key("lm_head.weight");
     let mut config = config_json(&model_config, &torch_dtype, bos_id, &eos_ids)?;
+    // What the architecture reads beyond the common keys goes along, so
+    // the folder loads as the same network (the common keys written above
+    // win; quantization is the export's own).
+    let arch = registry::find(&model_config.architecture)?;
+    let object = config.as_object_mut().expect("config.json is an object");
+    for (key, value) in arch.hf_hyper_params(&parts.hyper) {
+        if !object.contains_key(&key) && !key.starts_with("quantization") {
+            object.insert(key, value);
+        }
+    }
     if let Some(q) = &quantization {
         config["quantization"] = q.clone();
     }

@@ -1,41 +1,61 @@
-//! GGUF files: a structural check of the header, then MLX's loader.
+//! GGUF files: a structural check of the header, the metadata and tensor
+//! directory read with candle's GGUF reader, and the tensors read by MLX
+//! where it can, by candle where it cannot.
 //!
 //! MLX's GGUF reader memory-maps the file and trusts its offsets, so a
 //! truncated download would fail deep inside it (or read past the end).
 //! [`check_header`] walks the header first and proves that every tensor's
 //! bytes are inside the file, which turns such files into a one-line error.
+//!
+//! MLX reads F32/F16 and Q4_0/Q4_1/Q8_0 (the latter as its own affine
+//! triples, which stay quantized on Metal and are exported as they are),
+//! but refuses a whole file that holds any other block type (K-quants,
+//! Q5_0: `gguf_tensor_to_f16 failed`). Such files are read by candle, a
+//! well-kept reader of every ggml block type, and dequantized to f32.
 
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use candle_core::quantized::gguf_file::{Content, Value};
 use mlx_rs::io::GgufFile;
 use mlx_rs::Array;
 
 use crate::error::{EngineError, Result};
 
-/// An opened GGUF model: MLX's container plus the path for error messages.
+/// An opened GGUF model.
 pub struct GgufModelFile {
     path: PathBuf,
-    file: GgufFile,
+    /// Metadata and the tensor directory.
+    content: Content,
+    /// MLX's reader, when it can read every tensor of the file.
+    mlx: Option<GgufFile>,
     tensor_names: Vec<String>,
-    /// Every metadata key, in file order (MLX's reader cannot list them).
-    metadata_keys: Vec<String>,
 }
 
 impl GgufModelFile {
-    /// Checks the header, then loads the file with MLX (quantized tensors come
-    /// back as MLX `weight`/`scales`/`biases` triples).
+    /// Checks the header, reads the metadata, then opens the tensors with
+    /// MLX if it reads them all (quantized ones come back as MLX
+    /// `weight`/`scales`/`biases` triples), else with candle.
     pub fn open(path: &Path) -> Result<Self> {
-        let metadata_keys = check_header(path)?;
-        let file = GgufFile::load(path).map_err(|e| EngineError::invalid_model(path, e))?;
-        let tensor_names = file
-            .array_keys()
-            .map_err(|e| EngineError::invalid_model(path, e))?;
+        check_header(path)?;
+        let content = {
+            let file = std::fs::File::open(path)
+                .map_err(|e| EngineError::io(format!("opening {}", path.display()), e))?;
+            Content::read(&mut BufReader::new(file))
+                .map_err(|e| EngineError::invalid_model(path, e))?
+        };
+        let mlx = GgufFile::load(path).ok();
+        let tensor_names = match &mlx {
+            Some(f) => f
+                .array_keys()
+                .map_err(|e| EngineError::invalid_model(path, e))?,
+            None => content.tensor_infos.keys().cloned().collect(),
+        };
         Ok(GgufModelFile {
             path: path.to_path_buf(),
-            file,
+            content,
+            mlx,
             tensor_names,
-            metadata_keys,
         })
     }
 
@@ -43,33 +63,75 @@ impl GgufModelFile {
         &self.path
     }
 
-    pub fn metadata_keys(&self) -> &[String] {
-        &self.metadata_keys
+    /// Every metadata key.
+    pub fn metadata_keys(&self) -> impl Iterator<Item = &str> {
+        self.content.metadata.keys().map(String::as_str)
     }
 
+    /// Tensor names as the tensor reader gives them (MLX's include the
+    /// `scales`/`biases` of quantized tensors).
     pub fn tensor_names(&self) -> &[String] {
         &self.tensor_names
     }
 
     pub fn has_tensor(&self, name: &str) -> bool {
-        self.tensor_names.iter().any(|n| n == name)
+        self.content.tensor_infos.contains_key(name)
     }
 
+    /// A tensor by the reader's name: as MLX stores it, or dequantized to
+    /// f32 by candle.
     pub fn tensor(&self, name: &str) -> Result<Option<Array>> {
-        self.file.get_array(name).map_err(|e| self.bad(e))
+        if let Some(f) = &self.mlx {
+            return f.get_array(name).map_err(|e| self.bad(e));
+        }
+        if !self.content.tensor_infos.contains_key(name) {
+            return Ok(None);
+        }
+        let file = std::fs::File::open(&self.path)
+            .map_err(|e| EngineError::io(format!("opening {}", self.path.display()), e))?;
+        let cpu = candle_core::Device::Cpu;
+        let q = self
+            .content
+            .tensor(&mut BufReader::new(file), name, &cpu)
+            .map_err(|e| self.bad(format!("tensor '{name}': {e}")))?;
+        let dims: Vec<i32> = q.shape().dims().iter().map(|&d| d as i32).collect();
+        let values = q
+            .dequantize(&cpu)
+            .and_then(|t| t.flatten_all()?.to_vec1::<f32>())
+            .map_err(|e| self.bad(format!("tensor '{name}': {e}")))?;
+        Ok(Some(Array::from_slice(&values, &dims)))
+    }
+
+    fn value(&self, key: &str) -> Option<&Value> {
+        self.content.metadata.get(key)
     }
 
     pub fn string(&self, key: &str) -> Result<Option<String>> {
-        self.file.get_metadata_string(key).map_err(|e| self.bad(e))
+        match self.value(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(self.bad(format!("metadata '{key}' is not a string"))),
+        }
     }
 
     pub fn strings(&self, key: &str) -> Result<Option<Vec<String>>> {
-        self.file.get_metadata_strings(key).map_err(|e| self.bad(e))
+        match self.value(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    _ => Err(self.bad(format!("metadata '{key}' is not a list of strings"))),
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(_) => Err(self.bad(format!("metadata '{key}' is not a list"))),
+        }
     }
 
-    /// A numeric metadata value or array, as MLX returns it.
-    pub fn array(&self, key: &str) -> Result<Option<Array>> {
-        self.file.get_metadata_array(key).map_err(|e| self.bad(e))
+    /// A metadata value as JSON (numbers, strings, booleans, lists).
+    pub fn json(&self, key: &str) -> Option<serde_json::Value> {
+        self.value(key).map(to_json)
     }
 
     pub fn usize(&self, key: &str) -> Result<Option<usize>> {
@@ -77,20 +139,33 @@ impl GgufModelFile {
     }
 
     pub fn f32(&self, key: &str) -> Result<Option<f32>> {
-        let Some(a) = self.array(key)? else {
-            return Ok(None);
-        };
-        let a = a.as_type::<f32>().map_err(|e| self.bad(e))?;
-        Ok(a.as_slice::<f32>().first().copied())
+        match self.json(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .map(|f| Some(f as f32))
+                .ok_or_else(|| self.bad(format!("metadata '{key}' is not a number"))),
+        }
     }
 
-    /// A numeric metadata list as i64 (token types, eos id lists).
+    /// A numeric metadata value or list as i64 (token types, eos id lists).
     pub fn i64s(&self, key: &str) -> Result<Option<Vec<i64>>> {
-        let Some(a) = self.array(key)? else {
+        let Some(v) = self.json(key) else {
             return Ok(None);
         };
-        let a = a.as_type::<i64>().map_err(|e| self.bad(e))?;
-        Ok(Some(a.as_slice::<i64>().to_vec()))
+        let items = match v {
+            serde_json::Value::Array(items) => items,
+            one => vec![one],
+        };
+        items
+            .iter()
+            .map(|x| {
+                x.as_i64()
+                    .or_else(|| x.as_bool().map(i64::from))
+                    .ok_or_else(|| self.bad(format!("metadata '{key}' is not an integer")))
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
     }
 
     pub fn require_string(&self, key: &str) -> Result<String> {
@@ -110,9 +185,27 @@ impl GgufModelFile {
     }
 }
 
-/// Validates magic, version and that all tensor data lies within the file;
-/// returns the metadata keys.
-pub fn check_header(path: &Path) -> Result<Vec<String>> {
+fn to_json(v: &Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        Value::U8(x) => J::from(*x),
+        Value::I8(x) => J::from(*x),
+        Value::U16(x) => J::from(*x),
+        Value::I16(x) => J::from(*x),
+        Value::U32(x) => J::from(*x),
+        Value::I32(x) => J::from(*x),
+        Value::U64(x) => J::from(*x),
+        Value::I64(x) => J::from(*x),
+        Value::F32(x) => J::from(*x),
+        Value::F64(x) => J::from(*x),
+        Value::Bool(x) => J::from(*x),
+        Value::String(x) => J::from(x.clone()),
+        Value::Array(items) => J::Array(items.iter().map(to_json).collect()),
+    }
+}
+
+/// Validates magic, version and that all tensor data lies within the file.
+pub fn check_header(path: &Path) -> Result<()> {
     let meta = std::fs::metadata(path)
         .map_err(|e| EngineError::io(format!("reading {}", path.display()), e))?;
     let file = std::fs::File::open(path)
@@ -139,7 +232,6 @@ pub fn check_header(path: &Path) -> Result<Vec<String>> {
         return Err(bad("corrupt GGUF header (absurd counts)".into()));
     }
     let mut alignment = 32u64;
-    let mut keys = Vec::with_capacity(n_kv as usize);
     for _ in 0..n_kv {
         let key = r.string().map_err(truncated)?;
         let ty = r.u32().map_err(truncated)?;
@@ -148,7 +240,6 @@ pub fn check_header(path: &Path) -> Result<Vec<String>> {
         } else {
             r.skip_value(ty).map_err(|e| bad(e.to_string()))?;
         }
-        keys.push(key);
     }
     let mut data_end = 0u64;
     for _ in 0..n_tensors {
@@ -174,7 +265,7 @@ pub fn check_header(path: &Path) -> Result<Vec<String>> {
             meta.len()
         )));
     }
-    Ok(keys)
+    Ok(())
 }
 
 /// Bytes taken by `n` elements of a ggml type; `None` for types this check
@@ -310,7 +401,7 @@ mod tests {
         b
     }
 
-    fn check(bytes: &[u8]) -> Result<Vec<String>> {
+    fn check(bytes: &[u8]) -> Result<()> {
         let path = std::env::temp_dir().join(format!(
             "afm-gguf-{}-{}.gguf",
             std::process::id(),

@@ -51,7 +51,7 @@ impl ModelParts {
     fn read_gguf(path: &Path, mode: WeightMode) -> Result<Self> {
         let file = GgufModelFile::open(path)?;
         // An architecture we do not run is named before any missing key.
-        registry::find(&file.require_string("general.architecture")?)?;
+        let arch = registry::find(&file.require_string("general.architecture")?)?;
         let config = ModelConfig::from_gguf(&file)?;
         let hyper = HyperParams::from_gguf(&file, &config.architecture)?;
         let config = registry::resolve(config, true)?;
@@ -63,12 +63,19 @@ impl ModelParts {
         };
         let bos_token = token_text("tokenizer.ggml.bos_token_id")?;
         let eos_token = token_text("tokenizer.ggml.eos_token_id")?;
-        let source = file
-            .string("tokenizer.chat_template")?
-            .ok_or_else(|| file.missing("tokenizer.chat_template"))?;
+        // A base model's file may carry no template: the architecture's
+        // turn format then (llama.cpp falls back the same way).
+        let source = match file.string("tokenizer.chat_template")? {
+            Some(s) => s,
+            None => arch
+                .default_chat_template
+                .map(str::to_string)
+                .ok_or_else(|| file.missing("tokenizer.chat_template"))?,
+        };
         let template = ChatTemplate::new(&source, bos_token.clone(), eos_token.clone())?;
-        let eos = EosSet::from_gguf(&file)?;
-        let weights = TensorMap::from_gguf(&file, mode)?;
+        let mut eos = EosSet::from_gguf(&file)?;
+        add_turn_ends(&mut eos, arch, &tokenizer);
+        let weights = TensorMap::from_gguf(&file, mode, arch.gguf_tensors)?;
         Ok(ModelParts {
             name: file_name(path),
             config,
@@ -95,7 +102,8 @@ impl ModelParts {
         let source = tok_cfg.chat_template(dir)?;
         let (bos_token, eos_token) = (tok_cfg.bos_token(), tok_cfg.eos_token());
         let template = ChatTemplate::new(&source, bos_token.clone(), eos_token.clone())?;
-        let eos = eos_for_dir(dir, &tokenizer)?;
+        let mut eos = eos_for_dir(dir, &tokenizer)?;
+        add_turn_ends(&mut eos, registry::find(&config.architecture)?, &tokenizer);
         let group_size =
             quantization_of(&config_path)?.map_or(MLX_DEFAULT_GROUP_SIZE, |q| q.group_size);
         let weights = TensorMap::from_safetensors_dir(dir, group_size, mode)?;
@@ -124,6 +132,17 @@ pub fn eos_for_dir(dir: &Path, tokenizer: &TextTokenizer) -> Result<EosSet> {
         eos.insert(id);
     }
     Ok(eos)
+}
+
+/// The architecture's turn-end tokens join the EOS set: files often declare
+/// only `<eos>`, and a model that ends its turn with `<end_of_turn>` would
+/// otherwise run on.
+fn add_turn_ends(eos: &mut EosSet, arch: &registry::Architecture, tokenizer: &TextTokenizer) {
+    for token in arch.turn_end_tokens {
+        if let Some(id) = tokenizer.token_to_id(token) {
+            eos.insert(id);
+        }
+    }
 }
 
 fn file_name(path: &Path) -> String {

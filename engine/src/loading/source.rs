@@ -14,7 +14,11 @@ use std::path::{Path, PathBuf};
 use crate::error::{EngineError, Result};
 
 /// Bundled models: alias, folder under the model dir, file name.
-const ALIASES: &[(&str, &str, &str)] = &[("smollm2", "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")];
+const ALIASES: &[(&str, &str, &str)] = &[
+    ("smollm2", "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    // Gemma 3 270M base (Gemma terms), Q4_K_M.
+    ("gemma3-270m", "gemma3-270m", "gemma-3-270m-q4_k_m.gguf"),
+];
 
 /// Where a model's files are, and in which format.
 #[derive(Debug, Clone, PartialEq, Eq)]

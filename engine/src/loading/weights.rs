@@ -48,12 +48,17 @@ pub struct TensorMap {
 }
 
 impl TensorMap {
-    /// Takes every tensor of a GGUF file, renamed to HF names.
-    pub fn from_gguf(file: &GgufModelFile, mode: WeightMode) -> Result<Self> {
+    /// Takes every tensor of a GGUF file, renamed to HF names
+    /// (`renames`: the architecture's own meanings of layer tensor names).
+    pub fn from_gguf(
+        file: &GgufModelFile,
+        mode: WeightMode,
+        renames: &[(&str, &str)],
+    ) -> Result<Self> {
         let mut tensors = HashMap::new();
         for name in file.tensor_names() {
             if let Some(t) = file.tensor(name)? {
-                tensors.insert(gguf_to_hf_name(name), t);
+                tensors.insert(gguf_to_hf_name(name, renames), t);
             }
         }
         Ok(TensorMap {
@@ -453,7 +458,7 @@ impl Embedding {
 
 /// Maps a GGUF tensor name (`blk.3.attn_q.weight`) to the HF one
 /// (`model.layers.3.self_attn.q_proj.weight`). Unknown names pass through.
-pub fn gguf_to_hf_name(name: &str) -> String {
+pub fn gguf_to_hf_name(name: &str, renames: &[(&str, &str)]) -> String {
     const TOP: &[(&str, &str)] = &[
         ("token_embd", "model.embed_tokens"),
         ("output_norm", "model.norm"),
@@ -475,8 +480,9 @@ pub fn gguf_to_hf_name(name: &str) -> String {
     let (stem, suffix) = name.rsplit_once('.').unwrap_or((name, ""));
     let mapped = if let Some(rest) = stem.strip_prefix("blk.") {
         match rest.split_once('.') {
-            Some((layer, part)) => LAYER
+            Some((layer, part)) => renames
                 .iter()
+                .chain(LAYER)
                 .find(|(g, _)| *g == part)
                 .map(|(_, hf)| format!("model.layers.{layer}.{hf}")),
             None => None,
@@ -500,18 +506,18 @@ mod tests {
     #[test]
     fn gguf_names_map_to_hf_names() {
         assert_eq!(
-            gguf_to_hf_name("blk.12.attn_q.weight"),
+            gguf_to_hf_name("blk.12.attn_q.weight", &[]),
             "model.layers.12.self_attn.q_proj.weight"
         );
         assert_eq!(
-            gguf_to_hf_name("blk.0.ffn_down.scales"),
+            gguf_to_hf_name("blk.0.ffn_down.scales", &[]),
             "model.layers.0.mlp.down_proj.scales"
         );
         assert_eq!(
-            gguf_to_hf_name("token_embd.biases"),
+            gguf_to_hf_name("token_embd.biases", &[]),
             "model.embed_tokens.biases"
         );
-        assert_eq!(gguf_to_hf_name("output.weight"), "lm_head.weight");
-        assert_eq!(gguf_to_hf_name("rope_freqs"), "rope_freqs");
+        assert_eq!(gguf_to_hf_name("output.weight", &[]), "lm_head.weight");
+        assert_eq!(gguf_to_hf_name("rope_freqs", &[]), "rope_freqs");
     }
 }

@@ -105,18 +105,25 @@ pub struct Gemma3 {
     batch_invariant: bool,
 }
 
-/// Gemma's RMSNorm weight as `rms_norm` takes it: `1 + w`.
-fn gemma_norm(weights: &TensorMap, name: &str) -> Result<Array> {
-    Ok(weights.dense(name)?.add(Array::from_f32(1.0))?)
+/// Gemma's RMSNorm weight as `rms_norm` takes it: `1 + w`. GGUF files
+/// store `1 + w` already (llama.cpp's converter adds the one).
+fn gemma_norm(weights: &TensorMap, name: &str, stored_plus_one: bool) -> Result<Array> {
+    let w = weights.dense(name)?;
+    if stored_plus_one {
+        return Ok(w);
+    }
+    Ok(w.add(Array::from_f32(1.0))?)
 }
 
 impl Gemma3 {
     fn load(config: ModelConfig, hyper: &HyperParams, weights: &TensorMap) -> Result<Self> {
         let params = GemmaParams::read(&config, hyper, weights.origin())?;
+        let plus_one = hyper.from_gguf;
         let layers = (0..config.num_layers)
             .map(|i| {
                 let p = format!("model.layers.{i}");
-                let norm = |name: &str| gemma_norm(weights, &format!("{p}.{name}.weight"));
+                let norm =
+                    |name: &str| gemma_norm(weights, &format!("{p}.{name}.weight"), plus_one);
                 let sliding = params.sliding[i];
                 let spec = AttentionSpec {
                     heads: config.num_heads,
@@ -151,7 +158,7 @@ impl Gemma3 {
         let embed = weights.embedding("model.embed_tokens")?;
         let model = Gemma3 {
             lm_head: lm_head::load(weights, &embed, &config)?,
-            norm: gemma_norm(weights, "model.norm.weight")?,
+            norm: gemma_norm(weights, "model.norm.weight", plus_one)?,
             embed_scale: Array::from_f32((config.hidden_size as f32).sqrt()),
             kv_layout: KvLayout {
                 layers: layers

@@ -21,6 +21,16 @@ pub struct Architecture {
     /// interleaved RoPE, so GGUF files of it run with "traditional" RoPE
     /// (and `convert` puts the rows back).
     pub gguf_permutes_qk: bool,
+    /// GGUF tensor names (after `blk.N.`) that mean something else in
+    /// this architecture than in llama's naming.
+    pub gguf_tensors: &'static [(&'static str, &'static str)],
+    /// The chat template of a GGUF file that carries none (base models).
+    pub default_chat_template: Option<&'static str>,
+    /// Tokens that end a turn whatever the file declares as EOS.
+    pub turn_end_tokens: &'static [&'static str],
+    /// The architecture's own hyper-parameters as GGUF and config.json
+    /// spell them (`convert` writes a GGUF's under config.json's names).
+    pub gguf_keys: &'static [(&'static str, &'static str)],
     /// Builds the network. `hyper` holds what the architecture reads
     /// beyond the common hyper-parameters.
     pub load: fn(ModelConfig, &HyperParams, &TensorMap) -> Result<Box<dyn CausalLm>>,
@@ -33,6 +43,10 @@ pub static ARCHITECTURES: &[Architecture] = &[
         gguf_name: "llama",
         hf_class: "LlamaForCausalLM",
         gguf_permutes_qk: true,
+        gguf_keys: &[],
+        gguf_tensors: &[],
+        default_chat_template: None,
+        turn_end_tokens: &[],
         load: llama::load,
     },
     Architecture {
@@ -40,6 +54,10 @@ pub static ARCHITECTURES: &[Architecture] = &[
         gguf_name: "qwen3",
         hf_class: "Qwen3ForCausalLM",
         gguf_permutes_qk: false,
+        gguf_keys: &[],
+        gguf_tensors: &[],
+        default_chat_template: None,
+        turn_end_tokens: &[],
         load: qwen3::load,
     },
     Architecture {
@@ -47,6 +65,19 @@ pub static ARCHITECTURES: &[Architecture] = &[
         gguf_name: "qwen3moe",
         hf_class: "Qwen3MoeForCausalLM",
         gguf_permutes_qk: false,
+        gguf_keys: &[
+            ("expert_count", "num_experts"),
+            ("expert_used_count", "num_experts_per_tok"),
+            ("expert_feed_forward_length", "moe_intermediate_size"),
+        ],
+        gguf_tensors: &[
+            ("ffn_gate_inp", "mlp.gate"),
+            ("ffn_gate_exps", "mlp.switch_mlp.gate_proj"),
+            ("ffn_up_exps", "mlp.switch_mlp.up_proj"),
+            ("ffn_down_exps", "mlp.switch_mlp.down_proj"),
+        ],
+        default_chat_template: None,
+        turn_end_tokens: &[],
         load: qwen3_moe::load,
     },
     Architecture {
@@ -54,6 +85,14 @@ pub static ARCHITECTURES: &[Architecture] = &[
         gguf_name: "gemma3",
         hf_class: "Gemma3ForCausalLM",
         gguf_permutes_qk: false,
+        gguf_keys: &[("attention.sliding_window", "sliding_window")],
+        gguf_tensors: &[
+            ("ffn_norm", "pre_feedforward_layernorm"),
+            ("post_attention_norm", "post_attention_layernorm"),
+            ("post_ffw_norm", "post_feedforward_layernorm"),
+        ],
+        default_chat_template: Some(include_str!("templates/gemma3.jinja")),
+        turn_end_tokens: &["<end_of_turn>"],
         load: gemma3::load,
     },
 ];
@@ -71,6 +110,23 @@ pub fn find(name: &str) -> Result<&'static Architecture> {
                 .collect::<Vec<_>>()
                 .join(", "),
         })
+}
+
+impl Architecture {
+    /// The architecture's own hyper-parameters under config.json's names:
+    /// a config.json's keys as they are, a GGUF's known keys renamed.
+    pub fn hf_hyper_params(
+        &self,
+        hyper: &HyperParams,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        if !hyper.from_gguf {
+            return hyper.values.clone();
+        }
+        self.gguf_keys
+            .iter()
+            .filter_map(|(gguf, hf)| Some((hf.to_string(), hyper.values.get(*gguf)?.clone())))
+            .collect()
+    }
 }
 
 /// Resolves a config read from a file: the architecture under its afm

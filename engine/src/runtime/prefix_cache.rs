@@ -126,14 +126,19 @@ impl PrefixCache {
         pos
     }
 
-    /// Records `tokens` (all of whose KV is in `cache`, from position 0).
-    /// Only the part not already in the tree is copied.
-    pub fn insert(&mut self, tokens: &[u32], cache: &KvCache) -> Result<()> {
+    /// Records `tokens` (whose KV is in `cache`, from position 0). Only the
+    /// part not already in the tree is copied. Returns false, caching
+    /// nothing new, when that part starts at a position a sliding-window
+    /// layer of `cache` has already dropped (the caller counts it).
+    pub fn insert(&mut self, tokens: &[u32], cache: &KvCache) -> Result<bool> {
         self.clock += 1;
         let (mut node, mut pos) = (ROOT, 0);
         while pos < tokens.len() {
             match self.node(node).children.get(&tokens[pos]).copied() {
                 None => {
+                    if !cache.holds_from(pos) {
+                        return Ok(false);
+                    }
                     let kv = cache.segment(pos, tokens.len())?;
                     self.add_child(node, tokens[pos..].to_vec(), kv);
                     break;
@@ -151,7 +156,7 @@ impl PrefixCache {
             }
         }
         self.evict();
-        Ok(())
+        Ok(true)
     }
 
     fn add_child(&mut self, parent: usize, tokens: Vec<u32>, kv: KvSegment) {
@@ -288,7 +293,7 @@ mod tests {
     fn longest_prefix_is_found_across_split_edges() {
         let mut pc = PrefixCache::new(&layout(), 1 << 20);
         let a = [1, 2, 3, 4, 5, 6];
-        pc.insert(&a, &cache_of(&a)).unwrap();
+        assert!(pc.insert(&a, &cache_of(&a)).unwrap());
         let b = [1, 2, 3, 9, 9];
         let m = pc.lookup(&b, usize::MAX).unwrap();
         assert_eq!(m.len, 3);
@@ -309,6 +314,35 @@ mod tests {
         assert_eq!(pc.lookup(&a, 2).unwrap().len, 2);
         assert_eq!(pc.lookup(&[8, 9], usize::MAX).unwrap().len, 0);
         assert_eq!(pc.cached_len(&[7, 8, 1]), 2);
+    }
+
+    /// A prompt whose start a sliding-window layer has dropped is declined
+    /// (nothing cached, `false`), not cached with KV that is not there.
+    #[test]
+    fn a_prefix_a_window_dropped_is_declined() {
+        let layout = KvLayout {
+            layers: vec![crate::models::LayerKv {
+                kv_heads: 1,
+                head_dim: 1,
+                window: Some(2),
+            }],
+        };
+        let tokens = [1, 2, 3, 4, 5, 6];
+        let mut cache = KvCache::new(&layout);
+        for p in 0..tokens.len() {
+            let k = Array::from_slice(&[p as f32], &[1, 1, 1, 1]);
+            cache.update(0, k.clone(), k).unwrap();
+            cache.advance(1);
+        }
+        assert!(!cache.holds_from(0), "the window slid");
+        let mut pc = PrefixCache::new(&layout, 1 << 20);
+        assert!(!pc.insert(&tokens, &cache).unwrap());
+        assert_eq!(pc.cached_tokens(), 0);
+        // What the window still holds is served exactly.
+        assert_eq!(
+            cache.segment(4, 6).unwrap()[0].0.as_slice::<f32>(),
+            [4.0, 5.0]
+        );
     }
 
     #[test]

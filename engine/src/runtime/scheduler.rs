@@ -266,7 +266,9 @@ impl Scheduler {
                 let s = &mut self.running[i];
                 s.prefilled = end;
                 if let Some(prefix) = &mut self.prefix {
-                    prefix.insert(&s.prompt[..end], s.cache.as_ref().expect("started"))?;
+                    if !prefix.insert(&s.prompt[..end], s.cache.as_ref().expect("started"))? {
+                        self.stats.lock().expect("stats").prefix_inserts_declined += 1;
+                    }
                 }
             }
             if samples(&work) {

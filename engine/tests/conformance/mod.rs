@@ -220,7 +220,10 @@ pub fn prefix_hit_matches_cold(
     let mut filler = fresh();
     model.forward(&other, &mut filler).unwrap().eval().unwrap();
     let mut prefix = PrefixCache::new(model.kv_layout(), 1 << 30);
-    prefix.insert(&other, &filler).unwrap();
+    assert!(
+        prefix.insert(&other, &filler).unwrap(),
+        "the filler's KV is all held"
+    );
 
     let found = prefix.lookup(&script.prompt, shared).unwrap();
     assert_eq!(found.len, shared, "the shared prefix is cached");

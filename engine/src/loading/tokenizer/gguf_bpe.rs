@@ -24,12 +24,6 @@ const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 
 /// The tokenizer of a GGUF model.
 pub fn build(file: &GgufModelFile) -> Result<Tokenizer> {
-    let model = file.require_string("tokenizer.ggml.model")?;
-    if model != "gpt2" {
-        return Err(EngineError::Tokenizer(format!(
-            "GGUF tokenizer model '{model}' is not supported (supported: gpt2 byte-level BPE)"
-        )));
-    }
     let tokens = file
         .strings("tokenizer.ggml.tokens")?
         .ok_or_else(|| file.missing("tokenizer.ggml.tokens"))?;

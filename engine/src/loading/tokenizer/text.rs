@@ -15,11 +15,22 @@ pub struct TextTokenizer {
 }
 
 impl TextTokenizer {
+    /// The tokenizer a GGUF file describes: byte-level BPE (`gpt2`) or
+    /// SentencePiece (`llama`, as Gemma's files carry it).
     pub fn from_gguf(file: &GgufModelFile) -> Result<Self> {
-        Ok(TextTokenizer {
-            inner: super::gguf_bpe::build(file)?,
-            byte_level: true,
-        })
+        match file.require_string("tokenizer.ggml.model")?.as_str() {
+            "gpt2" => Ok(TextTokenizer {
+                inner: super::gguf_bpe::build(file)?,
+                byte_level: true,
+            }),
+            "llama" => Ok(TextTokenizer {
+                inner: super::gguf_spm::build(file)?,
+                byte_level: false,
+            }),
+            other => Err(EngineError::Tokenizer(format!(
+                "GGUF tokenizer model '{other}' is not supported (gpt2 byte-level BPE, llama SentencePiece)"
+            ))),
+        }
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
@@ -66,6 +77,10 @@ impl TextTokenizer {
             .is_some();
         match self.id_to_token(id) {
             Some(t) if self.byte_level && !special => t.chars().filter_map(byte_of_char).collect(),
+            // SentencePiece byte pieces stand for one byte each.
+            Some(t) if !special && fallback_byte(&t).is_some() => {
+                fallback_byte(&t).into_iter().collect()
+            }
             _ => self.decode(&[id]).unwrap_or_default().into_bytes(),
         }
     }
@@ -85,6 +100,12 @@ impl TextTokenizer {
     pub fn hf(&self) -> &tokenizers::Tokenizer {
         &self.inner
     }
+}
+
+/// The byte of a SentencePiece byte-fallback piece (`<0x0A>`).
+fn fallback_byte(piece: &str) -> Option<u8> {
+    let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
+    (hex.len() == 2).then(|| u8::from_str_radix(hex, 16).ok())?
 }
 
 /// Inverse of GPT-2's byte-to-character table: printable Latin-1 bytes stand

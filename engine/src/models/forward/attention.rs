@@ -184,13 +184,14 @@ pub(super) fn chunk(
     let o = if fixed {
         fixed_shape(spec, &q, &k, &v, offset)?
     } else if spec.window.is_some_and(|w| offset + (l as usize) > w) {
-        // Some key is out of some query's window: an explicit mask.
-        let keys = k.dim(2) as usize;
+        // Some key is out of some query's window: an explicit mask. Slot j
+        // holds position `base + j` (the layer may have dropped old ones).
+        let (keys, base) = (k.dim(2) as usize, item.cache.start(layer));
         let mut mask = Vec::with_capacity(l as usize * keys);
         for r in 0..l as usize {
             let query = offset + r;
             let first = spec.first_visible(query);
-            mask.extend((0..keys).map(|j| first <= j && j <= query));
+            mask.extend((base..base + keys).map(|p| first <= p && p <= query));
         }
         let mask = Array::from_slice(&mask, &[l, keys as i32]);
         scaled_dot_product_attention(q, k, v, spec.scale, &mask, None)?
