@@ -1,8 +1,10 @@
 //! The gemma3-270m alias (Gemma 3 270M base, Q4_K_M GGUF: Q5_0, Q4_K, Q6_K,
-//! Q8_0 blocks that MLX's GGUF reader refuses) against llama.cpp
-//! (fixtures/reference/gemma3_greedy.json, made by make_gemma3_greedy.py):
-//! the SentencePiece tokenization of three prompts, and llama.cpp's 32
-//! greedy ids.
+//! Q8_0 blocks that MLX's GGUF reader refuses) against llama.cpp and mlx-lm
+//! (fixtures/reference/gemma3_greedy.json, made by make_gemma3_greedy.py
+//! and make_gemma3_greedy_mlx_lm.py): the SentencePiece tokenization of
+//! three prompts equals llama.cpp's; 32 free-running greedy ids equal
+//! mlx-lm's on the same weights in f32; and llama.cpp's greedy ids are
+//! afm's best tokens up to near-ties.
 //!
 //! llama.cpp multiplies quantized weights with activations it quantizes to
 //! 8 bits; afm multiplies f32 activations with the weights dequantized to
@@ -48,6 +50,22 @@ fn gemma3_270m_matches_llama_cpp() {
         // The file asks for BOS; encode adds nothing, so it is written.
         let ours = model.tokenizer.encode(&format!("<bos>{prompt}")).unwrap();
         assert_eq!(ours, ids(&case["prompt_ids"]), "tokens of {prompt:?}");
+
+        let mut cache = model.model.new_cache();
+        let mut logits = model.model.forward(&ours, &mut cache).unwrap();
+        let mut free = Vec::new();
+        for _ in 0..32 {
+            free.push(argmax(logits.as_slice::<f32>()));
+            logits = model
+                .model
+                .forward(&[*free.last().unwrap()], &mut cache)
+                .unwrap();
+        }
+        assert_eq!(
+            free,
+            ids(&case["mlx_lm_greedy_ids"]),
+            "{prompt:?}: greedy ids against mlx-lm"
+        );
 
         let want = ids(&case["greedy_ids"]);
         let mut cache = model.model.new_cache();

@@ -18,8 +18,11 @@ use crate::checks::clip_to;
 use crate::reply::Reply;
 use crate::target::{Exchange, Target};
 
-/// Every capability a case may require.
-pub const ALL: [&str; 8] = [
+/// Every capability a case may require. `batch_invariance` is not probed
+/// (its cases are the test); it is absent only when the target says so:
+/// the in-process engine whose model refuses `--deterministic` (routed
+/// experts), or `--assume-absent`.
+pub const ALL: [&str; 9] = [
     "chat",
     "streaming",
     "completions",
@@ -28,6 +31,7 @@ pub const ALL: [&str; 8] = [
     "grammar",
     "reasoning",
     "prefix_cache",
+    "batch_invariance",
 ];
 
 /// Markers of a thinking mode that must never reach `content`.

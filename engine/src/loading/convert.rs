@@ -163,6 +163,11 @@ fn export_tensors(parts: &ModelParts, dtype: ExportDtype) -> Result<ExportedTens
         .filter_map(|(name, _)| name.strip_suffix(".scales"))
         .collect();
     let rope_unpermuted = config.rope_traditional;
+    let norm_shift = if parts.hyper.from_gguf {
+        registry::find(&config.architecture)?.gguf_norm_shift
+    } else {
+        0.0
+    };
     let unpermute = |prefix: &str, a: Array| -> Result<Array> {
         match rope_heads(config, prefix) {
             Some(heads) if rope_unpermuted => hf_rope_rows(prefix, &a, heads, config.head_dim),
@@ -191,7 +196,12 @@ fn export_tensors(parts: &ModelParts, dtype: ExportDtype) -> Result<ExportedTens
             continue;
         }
         if !quantized.contains(prefix) {
-            let a = unpermute(prefix, array.clone())?;
+            let mut a = unpermute(prefix, array.clone())?;
+            // llama.cpp stores some architectures' norm weights shifted
+            // (Gemma's `1 + w`); an HF folder holds them unshifted.
+            if norm_shift != 0.0 && name.ends_with("norm.weight") {
+                a = a.subtract(Array::from_f32(norm_shift))?;
+            }
             out.tensors.insert(name.to_string(), cast(a)?);
             continue;
         }
@@ -408,6 +418,7 @@ fn config_json(
 ) -> Result<Value> {
     let arch = registry::find(&c.architecture)?;
     let (model_type, class) = (arch.name, arch.hf_class);
+    let (activation_key, activation) = arch.hf_activation;
     let mut v = json!({
         "architectures": [class],
         "model_type": model_type,
@@ -418,7 +429,6 @@ fn config_json(
         "num_attention_heads": c.num_heads,
         "num_key_value_heads": c.num_kv_heads,
         "head_dim": c.head_dim,
-        "hidden_act": "silu",
         "rms_norm_eps": shortest(c.rms_norm_eps),
         "rope_theta": shortest(c.rope_theta),
         "max_position_embeddings": c.max_position_embeddings,
@@ -427,6 +437,7 @@ fn config_json(
         "mlp_bias": false,
         "torch_dtype": torch_dtype,
     });
+    v[activation_key] = json!(activation);
     if let Some(id) = bos_id {
         v["bos_token_id"] = json!(id);
     }

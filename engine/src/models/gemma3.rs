@@ -106,7 +106,8 @@ pub struct Gemma3 {
 }
 
 /// Gemma's RMSNorm weight as `rms_norm` takes it: `1 + w`. GGUF files
-/// store `1 + w` already (llama.cpp's converter adds the one).
+/// store `1 + w` already (llama.cpp's converter adds the one; the
+/// registry's `gguf_norm_shift`).
 fn gemma_norm(weights: &TensorMap, name: &str, stored_plus_one: bool) -> Result<Array> {
     let w = weights.dense(name)?;
     if stored_plus_one {

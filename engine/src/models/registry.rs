@@ -24,6 +24,11 @@ pub struct Architecture {
     /// GGUF tensor names (after `blk.N.`) that mean something else in
     /// this architecture than in llama's naming.
     pub gguf_tensors: &'static [(&'static str, &'static str)],
+    /// The MLP activation as HF's config.json names it (key, value).
+    pub hf_activation: (&'static str, &'static str),
+    /// What llama.cpp's converter added to every `*norm.weight` (Gemma:
+    /// 1, its norms scale by `1 + w`).
+    pub gguf_norm_shift: f32,
     /// The chat template of a GGUF file that carries none (base models).
     pub default_chat_template: Option<&'static str>,
     /// Tokens that end a turn whatever the file declares as EOS.
@@ -45,6 +50,8 @@ pub static ARCHITECTURES: &[Architecture] = &[
         gguf_permutes_qk: true,
         gguf_keys: &[],
         gguf_tensors: &[],
+        hf_activation: ("hidden_act", "silu"),
+        gguf_norm_shift: 0.0,
         default_chat_template: None,
         turn_end_tokens: &[],
         load: llama::load,
@@ -56,6 +63,8 @@ pub static ARCHITECTURES: &[Architecture] = &[
         gguf_permutes_qk: false,
         gguf_keys: &[],
         gguf_tensors: &[],
+        hf_activation: ("hidden_act", "silu"),
+        gguf_norm_shift: 0.0,
         default_chat_template: None,
         turn_end_tokens: &[],
         load: qwen3::load,
@@ -76,6 +85,8 @@ pub static ARCHITECTURES: &[Architecture] = &[
             ("ffn_up_exps", "mlp.switch_mlp.up_proj"),
             ("ffn_down_exps", "mlp.switch_mlp.down_proj"),
         ],
+        hf_activation: ("hidden_act", "silu"),
+        gguf_norm_shift: 0.0,
         default_chat_template: None,
         turn_end_tokens: &[],
         load: qwen3_moe::load,
@@ -91,6 +102,8 @@ pub static ARCHITECTURES: &[Architecture] = &[
             ("post_attention_norm", "post_attention_layernorm"),
             ("post_ffw_norm", "post_feedforward_layernorm"),
         ],
+        hf_activation: ("hidden_activation", "gelu_pytorch_tanh"),
+        gguf_norm_shift: 1.0,
         default_chat_template: Some(include_str!("templates/gemma3.jinja")),
         turn_end_tokens: &["<end_of_turn>"],
         load: gemma3::load,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use afm_engine::api::ApiContext;
-use afm_engine::{Engine, EngineConfig};
+use afm_engine::{Engine, EngineConfig, EngineError};
 use afm_harness::diff::{Diff, Options as DiffOptions};
 use afm_harness::known_failures::KnownFailures;
 use afm_harness::matrix::{Matrix, MatrixFile};
@@ -261,7 +261,7 @@ fn run_report(args: &RunArgs) -> Result<Report> {
         Some(p) => KnownFailures::read(p)?,
         None => KnownFailures::default(),
     };
-    let profile = match &args.profile {
+    let mut profile = match &args.profile {
         Some(p) => Profile::read(p)?,
         None => Profile::default(),
     }
@@ -317,7 +317,16 @@ fn run_report(args: &RunArgs) -> Result<Report> {
             server = Some(process);
             (target, flags)
         }
-        (None, None) => in_process_target(args)?,
+        (None, None) => {
+            let (target, flags, refused) = in_process_target(args)?;
+            // A model that cannot promise batch invariance says why; the
+            // cases that need it skip with that reason.
+            if let Some(reason) = refused {
+                eprintln!("afm-test: {reason}; running without --deterministic");
+                profile.absent.insert("batch_invariance".into(), reason);
+            }
+            (target, flags)
+        }
     };
     let target = if remote {
         let model = match &args.model {
@@ -427,9 +436,10 @@ fn run_report(args: &RunArgs) -> Result<Report> {
     Ok(report)
 }
 
-/// The in-process engine with the suites' settings, and those settings
-/// as the flags afm-serve would take.
-fn in_process_target(args: &RunArgs) -> Result<(Target, Vec<String>)> {
+/// The in-process engine with the suites' settings, those settings as the
+/// flags afm-serve would take, and why batch invariance was refused (then
+/// the engine runs without it).
+fn in_process_target(args: &RunArgs) -> Result<(Target, Vec<String>, Option<String>)> {
     let model = args.model.clone().unwrap_or_else(|| "smollm2".into());
     let chat_template = match &args.chat_template {
         Some(p) => Some(
@@ -446,20 +456,29 @@ fn in_process_target(args: &RunArgs) -> Result<(Target, Vec<String>)> {
         chat_template,
         ..Default::default()
     };
+    let (engine, refused) = match Engine::start(&model, config.clone()) {
+        Err(EngineError::Unsupported(reason)) if config.deterministic => {
+            let config = EngineConfig {
+                deterministic: false,
+                ..config
+            };
+            (Engine::start(&model, config)?, Some(reason))
+        }
+        other => (other?, None),
+    };
     let mut flags = vec![
         "--enable-prefix-caching".to_string(),
         "--enable-grammar-constraints".into(),
         "--concurrent 8".into(),
     ];
-    if args.deterministic {
+    if engine.config().deterministic {
         flags.push("--deterministic".into());
     }
     if let Some(p) = &args.chat_template {
         flags.push(format!("--chat-template {}", p.display()));
     }
-    let engine = Engine::start(&model, config)?;
     let api = ApiContext::new(engine, &model);
-    Ok((Target::InProcess(Arc::new(api)), flags))
+    Ok((Target::InProcess(Arc::new(api)), flags, refused))
 }
 
 /// How a run shows its progress: a bar on a terminal; in a log (no
