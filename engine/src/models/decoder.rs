@@ -130,13 +130,8 @@ impl CausalLm for Decoder {
             let x = rms_norm(&h, Some(&layer.post_norm), eps)?;
             h = h.add(&layer.ffn.forward(&ctx, &x)?)?;
         }
-        // The LM head runs only on the positions that are sampled.
-        let Some(last) = ctx.sampled_rows(&h)? else {
-            return lm_head::no_logits(&self.config);
-        };
-        let n = last.dim(1);
-        let last = rms_norm(&last, Some(&self.norm), eps)?;
-        Ok(ctx.linear(&self.lm_head, &last)?.reshape(&[n, -1])?)
+        let final_norm = |x: &Array| Ok(rms_norm(x, Some(&self.norm), eps)?);
+        lm_head::sampled_logits(&mut ctx, &h, final_norm, &self.lm_head, &self.config)
     }
 
     fn set_batch_invariant(&mut self, on: bool) -> Result<()> {

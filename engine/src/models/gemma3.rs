@@ -217,12 +217,8 @@ impl CausalLm for Gemma3 {
             let m = l.mlp.forward(&ctx, &norm(&h, &l.pre_feedforward_norm)?)?;
             h = h.add(&norm(&m, &l.post_feedforward_norm)?)?;
         }
-        let Some(last) = ctx.sampled_rows(&h)? else {
-            return lm_head::no_logits(&self.config);
-        };
-        let n = last.dim(1);
-        let last = norm(&last, &self.norm)?;
-        Ok(ctx.linear(&self.lm_head, &last)?.reshape(&[n, -1])?)
+        let final_norm = |x: &Array| Ok(norm(x, &self.norm)?);
+        lm_head::sampled_logits(&mut ctx, &h, final_norm, &self.lm_head, &self.config)
     }
 
     fn set_batch_invariant(&mut self, on: bool) -> Result<()> {

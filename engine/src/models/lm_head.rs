@@ -5,6 +5,7 @@
 
 use mlx_rs::Array;
 
+use super::forward::ForwardContext;
 use crate::error::{EngineError, Result};
 use crate::loading::config::ModelConfig;
 use crate::loading::weights::{Embedding, Linear, TensorMap};
@@ -29,7 +30,19 @@ pub fn load(weights: &TensorMap, embed: &Embedding, config: &ModelConfig) -> Res
     Ok(head)
 }
 
-/// The logits of a pass that samples nothing: `[0, vocab]`.
-pub fn no_logits(config: &ModelConfig) -> Result<Array> {
-    Ok(Array::zeros::<f32>(&[0, config.vocab_size as i32])?)
+/// The logits of the pass's sampled rows (`[n_sampled, vocab]`; `[0,
+/// vocab]` when nothing is sampled): the final norm and the head run on
+/// those rows only. Ends the pass (see `ForwardContext::sampled_rows`).
+pub fn sampled_logits(
+    ctx: &mut ForwardContext,
+    h: &Array,
+    final_norm: impl Fn(&Array) -> Result<Array>,
+    head: &Linear,
+    config: &ModelConfig,
+) -> Result<Array> {
+    let Some(last) = ctx.sampled_rows(h)? else {
+        return Ok(Array::zeros::<f32>(&[0, config.vocab_size as i32])?);
+    };
+    let n = last.dim(1);
+    Ok(ctx.linear(head, &final_norm(&last)?)?.reshape(&[n, -1])?)
 }
