@@ -1,4 +1,5 @@
-//! Qwen3, Qwen3-MoE and Gemma 3 against mlx-lm: small random-weight
+//! Qwen3, Qwen3-MoE and Gemma 3 (text, and a multimodal checkpoint's text
+//! part) against mlx-lm: small random-weight
 //! folders (fixtures/models/random, made by its make.py with mlx-lm) give
 //! the same logits (within [`TOLERANCE`]) and the same 32 greedy ids as
 //! mlx-lm does; and every one passes the conformance runner.
@@ -132,7 +133,7 @@ fn round_trips_through_convert(name: &str) {
 
 #[test]
 fn every_architecture_round_trips_through_convert() {
-    for name in ["qwen3", "qwen3_moe", "gemma3_text"] {
+    for name in ["qwen3", "qwen3_moe", "gemma3_text", "gemma3"] {
         round_trips_through_convert(name);
     }
 }
@@ -150,6 +151,13 @@ fn qwen3_moe_agrees_with_mlx_lm() {
 #[test]
 fn gemma3_agrees_with_mlx_lm() {
     agrees_with_mlx_lm("gemma3_text");
+}
+
+/// Gemma 3's multimodal layout (`model_type: gemma3`, settings in
+/// `text_config`, tensors under `language_model`): its text model.
+#[test]
+fn gemma3_multimodal_text_part_agrees_with_mlx_lm() {
+    agrees_with_mlx_lm("gemma3");
 }
 
 #[test]

@@ -68,9 +68,10 @@ impl ModelConfig {
         })
     }
 
-    /// Reads an HF/MLX `config.json`.
+    /// Reads an HF/MLX `config.json` (a multimodal one's text part).
     pub fn from_config_json(path: &Path) -> Result<Self> {
-        let raw = read_json::<RawConfig>(path)?;
+        let raw: RawConfig = serde_json::from_value(read_config_json(path)?)
+            .map_err(|e| EngineError::invalid_model(path, e))?;
         let arch_name = raw
             .model_type
             .clone()
@@ -149,10 +150,19 @@ impl HyperParams {
         })
     }
 
-    /// Reads `config.json` whole.
+    /// Reads `config.json` whole (a multimodal one's text part).
     pub fn from_config_json(path: &Path) -> Result<Self> {
+        let values = match read_config_json(path)? {
+            serde_json::Value::Object(map) => map,
+            _ => {
+                return Err(EngineError::invalid_model(
+                    path,
+                    "config.json is not an object",
+                ))
+            }
+        };
         Ok(HyperParams {
-            values: read_json(path)?,
+            values,
             from_gguf: false,
         })
     }
@@ -188,6 +198,27 @@ struct RawConfig {
     tie_word_embeddings: Option<bool>,
     quantization: Option<QuantizationConfig>,
     quantization_config: Option<QuantizationConfig>,
+}
+
+/// A `config.json` as the text model reads it. A multimodal checkpoint
+/// (Gemma 3's `model_type: gemma3`) keeps its language model's settings in
+/// `text_config`: those win over the top level, whose vision settings are
+/// dropped.
+pub fn read_config_json(path: &Path) -> Result<serde_json::Value> {
+    let mut top: serde_json::Map<String, serde_json::Value> = read_json(path)?;
+    let Some(serde_json::Value::Object(text)) = top.remove("text_config") else {
+        return Ok(serde_json::Value::Object(top));
+    };
+    top.remove("vision_config");
+    top.extend(text);
+    Ok(serde_json::Value::Object(top))
+}
+
+/// Whether a `config.json` describes a multimodal checkpoint whose text
+/// part is what afm runs (its tensors sit under `language_model`).
+pub fn is_multimodal(path: &Path) -> Result<bool> {
+    let top: serde_json::Map<String, serde_json::Value> = read_json(path)?;
+    Ok(top.get("text_config").is_some_and(|v| v.is_object()))
 }
 
 /// Parses a JSON file into `T`, naming the file in any error.

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::error::{EngineError, Result};
 use crate::loading::chat_template::ChatTemplate;
-use crate::loading::config::{quantization_of, read_json, HyperParams, ModelConfig};
+use crate::loading::config::{is_multimodal, quantization_of, read_json, HyperParams, ModelConfig};
 use crate::loading::eos::EosSet;
 use crate::loading::gguf::GgufModelFile;
 use crate::loading::source::ModelSource;
@@ -106,7 +106,10 @@ impl ModelParts {
         add_turn_ends(&mut eos, registry::find(&config.architecture)?, &tokenizer);
         let group_size =
             quantization_of(&config_path)?.map_or(MLX_DEFAULT_GROUP_SIZE, |q| q.group_size);
-        let weights = TensorMap::from_safetensors_dir(dir, group_size, mode)?;
+        let mut weights = TensorMap::from_safetensors_dir(dir, group_size, mode)?;
+        if is_multimodal(&config_path)? {
+            weights = weights.text_part();
+        }
         Ok(ModelParts {
             name: file_name(dir),
             config,

@@ -108,6 +108,30 @@ impl TensorMap {
         }
     }
 
+    /// A multimodal checkpoint's language model under the text model's
+    /// names (`language_model.model.*` or `model.language_model.*` become
+    /// `model.*`, `language_model.lm_head.*` `lm_head.*`); the vision tower
+    /// and projector are dropped.
+    pub fn text_part(self) -> Self {
+        const RENAMES: [(&str, &str); 4] = [
+            ("language_model.model.", "model."),
+            ("model.language_model.", "model."),
+            ("language_model.lm_head.", "lm_head."),
+            ("lm_head.", "lm_head."),
+        ];
+        let tensors = self
+            .tensors
+            .into_iter()
+            .filter_map(|(name, t)| {
+                RENAMES.iter().find_map(|(from, to)| {
+                    name.strip_prefix(from)
+                        .map(|rest| (format!("{to}{rest}"), t.clone()))
+                })
+            })
+            .collect();
+        TensorMap { tensors, ..self }
+    }
+
     /// Where the tensors came from (for error messages).
     pub fn origin(&self) -> &str {
         &self.origin
