@@ -8,6 +8,7 @@ use mlx_rs::Array;
 
 use super::causal_lm::CausalLm;
 use super::forward::{BatchItem, ForwardContext};
+use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
 use super::lm_head;
 use super::self_attention::SelfAttention;
@@ -54,6 +55,25 @@ pub struct Decoder {
 }
 
 impl Decoder {
+    /// The stack with a SwiGLU MLP in every layer (llama, Qwen3), each
+    /// layer's attention built by `attention(prefix)`.
+    pub fn swiglu(
+        config: ModelConfig,
+        weights: &TensorMap,
+        attention: impl Fn(&str) -> Result<SelfAttention>,
+    ) -> Result<Self> {
+        Decoder::load(config, weights, |_, p| {
+            Ok(DecoderLayer {
+                attention: attention(p)?,
+                ffn: Box::new(GatedMlp::load(
+                    weights,
+                    &format!("{p}.mlp"),
+                    Activation::Silu,
+                )?),
+            })
+        })
+    }
+
     /// Builds the stack from HF-named weights; `layer(i, prefix)` builds
     /// layer `i`'s attention and feed-forward under `model.layers.{i}`.
     pub fn load(

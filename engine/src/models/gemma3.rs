@@ -127,16 +127,12 @@ impl Gemma3 {
                     |name: &str| gemma_norm(weights, &format!("{p}.{name}.weight"), plus_one);
                 let sliding = params.sliding[i];
                 let spec = AttentionSpec {
-                    heads: config.num_heads,
-                    kv_heads: config.num_kv_heads,
-                    head_dim: config.head_dim,
                     scale: params.query_scale,
                     rope_base: if sliding {
                         params.local_rope_base
                     } else {
                         config.rope_theta
                     },
-                    rope_traditional: config.rope_traditional,
                     qk_norm: Some(QkNorm::new(
                         &norm("self_attn.q_norm")?,
                         &norm("self_attn.k_norm")?,
@@ -145,6 +141,7 @@ impl Gemma3 {
                         config.rms_norm_eps,
                     )?),
                     window: sliding.then_some(params.window),
+                    ..AttentionSpec::from_config(&config)
                 };
                 Ok(Layer {
                     input_norm: norm("input_layernorm")?,

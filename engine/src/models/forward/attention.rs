@@ -14,6 +14,7 @@ use super::batch_item::BatchItem;
 use super::layout::DecodeGroup;
 use super::linear::ROW_BLOCK;
 use crate::error::Result;
+use crate::loading::config::ModelConfig;
 use crate::models::kv_layout::LayerKv;
 
 /// One layer's attention shape, position encoding and reach.
@@ -66,6 +67,22 @@ impl QkNorm {
 }
 
 impl AttentionSpec {
+    /// Plain grouped-query attention from the common hyper-parameters:
+    /// `head_dim^-0.5` scale, the config's RoPE, no q/k norm, no window.
+    /// Architectures change the fields that are their own.
+    pub fn from_config(config: &ModelConfig) -> Self {
+        AttentionSpec {
+            heads: config.num_heads,
+            kv_heads: config.num_kv_heads,
+            head_dim: config.head_dim,
+            scale: (config.head_dim as f32).powf(-0.5),
+            rope_base: config.rope_theta,
+            rope_traditional: config.rope_traditional,
+            qk_norm: None,
+            window: None,
+        }
+    }
+
     /// What this layer keeps per token: the model's KV layout is built
     /// from its layers' specs.
     pub fn layer_kv(&self) -> LayerKv {
