@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use afm_engine::models::{BatchItem, KvCache};
 use afm_engine::EngineEvent;
-use afm_engine::{ChatRequest, Engine, EngineConfig, LoadedModel};
+use afm_engine::{ChatRequest, Engine, EngineConfig, GenerationRequest, LoadedModel};
 use serde_json::json;
 
 struct Args {
@@ -42,15 +42,22 @@ fn parse_args() -> Args {
     args
 }
 
-fn user_request(i: usize, max_tokens: usize) -> ChatRequest {
-    serde_json::from_value(json!({
+fn user_request(i: usize, max_tokens: usize) -> GenerationRequest {
+    openai(json!({
         "messages": [{"role": "user", "content": format!("Tell me story number {i} about a lighthouse.")}],
         "max_tokens": max_tokens,
         "temperature": 0,
         // Ban the end token so every request decodes exactly max_tokens.
         "logit_bias": {"2": -100}
     }))
-    .unwrap()
+}
+
+/// An OpenAI chat body as the engine's request.
+fn openai(body: serde_json::Value) -> GenerationRequest {
+    ChatRequest::from_json(body.to_string().as_bytes())
+        .unwrap()
+        .to_generation()
+        .unwrap()
 }
 
 /// The model's batched forward alone: prefill each prompt, then `tokens`
@@ -102,7 +109,7 @@ fn engine_run(engine: &Engine, level: usize, tokens: usize) -> f64 {
     produced as f64 / start.elapsed().as_secs_f64()
 }
 
-fn time_to_first_token(engine: &Engine, request: &ChatRequest) -> (f64, usize) {
+fn time_to_first_token(engine: &Engine, request: &GenerationRequest) -> (f64, usize) {
     let start = Instant::now();
     let mut stream = engine.submit(request).unwrap();
     let mut cached = 0;
@@ -130,10 +137,13 @@ fn main() {
     for &level in &args.levels {
         let prompts: Vec<Vec<u32>> = (0..level)
             .map(|i| {
-                let r = user_request(i, args.tokens);
+                let afm_engine::Prompt::Chat { messages, .. } = user_request(i, args.tokens).prompt
+                else {
+                    unreachable!("a chat request")
+                };
                 model
                     .prompt_tokens(&afm_engine::loading::TemplateInput {
-                        messages: r.messages.clone(),
+                        messages,
                         add_generation_prompt: true,
                         ..Default::default()
                     })
@@ -173,12 +183,11 @@ fn main() {
     let system: String = (0..100)
         .map(|i| format!("Rule {i}: answer politely and briefly. "))
         .collect();
-    let ask = |q: &str| -> ChatRequest {
-        serde_json::from_value(json!({
+    let ask = |q: &str| -> GenerationRequest {
+        openai(json!({
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": q}],
             "max_tokens": 1
         }))
-        .unwrap()
     };
     let (cold, _) = time_to_first_token(&engine, &ask("What is a lighthouse?"));
     let (warm, cached) = time_to_first_token(&engine, &ask("What is a harbour?"));

@@ -15,9 +15,10 @@ pub mod models;
 pub mod parsers;
 pub mod runtime;
 
+pub use api::ChatRequest;
 pub use error::{EngineError, Result};
 pub use loading::LoadedModel;
 pub use runtime::{
-    generate, ChatRequest, Completion, Engine, EngineConfig, EngineEvent, FinishReason, Generation,
-    GenerationParams, RequestStream, SamplingParams, Usage,
+    generate, Completion, Engine, EngineConfig, EngineEvent, FinishReason, Generation,
+    GenerationParams, GenerationRequest, Prompt, RequestStream, SamplingParams, Usage,
 };

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Barrier};
 
 use afm_engine::Completion;
-use afm_engine::{ChatRequest, Engine, EngineConfig, EngineEvent, FinishReason};
+use afm_engine::{ChatRequest, Engine, EngineConfig, EngineEvent, FinishReason, GenerationRequest};
 use serde_json::json;
 
 const MARKERS: [&str; 8] = [
@@ -36,11 +36,14 @@ fn system_prompt(rules: usize) -> String {
         .collect()
 }
 
-fn request(body: serde_json::Value) -> ChatRequest {
-    serde_json::from_value(body).unwrap()
+fn request(body: serde_json::Value) -> GenerationRequest {
+    ChatRequest::from_json(body.to_string().as_bytes())
+        .unwrap()
+        .to_generation()
+        .unwrap()
 }
 
-fn marker_request(marker: &str) -> ChatRequest {
+fn marker_request(marker: &str) -> GenerationRequest {
     request(json!({
         "messages": [
             {"role": "system", "content": system_prompt(50)},
@@ -52,7 +55,7 @@ fn marker_request(marker: &str) -> ChatRequest {
 }
 
 /// Submits all requests from separate threads released by one barrier.
-fn release_together(engine: &Arc<Engine>, requests: Vec<ChatRequest>) -> Vec<Completion> {
+fn release_together(engine: &Arc<Engine>, requests: Vec<GenerationRequest>) -> Vec<Completion> {
     let barrier = Arc::new(Barrier::new(requests.len()));
     let handles: Vec<_> = requests
         .into_iter()
@@ -70,7 +73,7 @@ fn release_together(engine: &Arc<Engine>, requests: Vec<ChatRequest>) -> Vec<Com
 #[test]
 fn shared_prefix_is_prefilled_once_and_replies_stay_isolated() {
     let engine = Arc::new(engine(true));
-    let requests: Vec<ChatRequest> = MARKERS.iter().map(|m| marker_request(m)).collect();
+    let requests: Vec<GenerationRequest> = MARKERS.iter().map(|m| marker_request(m)).collect();
     let prompts: Vec<Vec<u32>> = requests
         .iter()
         .map(|r| engine.prompt_tokens(r).unwrap())
@@ -124,7 +127,7 @@ fn shared_prefix_is_prefilled_once_and_replies_stay_isolated() {
     );
 }
 
-fn seeded(extra_user: &str) -> ChatRequest {
+fn seeded(extra_user: &str) -> GenerationRequest {
     request(json!({
         "messages": [
             {"role": "system", "content": system_prompt(10)},
@@ -152,7 +155,7 @@ fn same_seed_gives_identical_bytes_alone_in_any_slot_and_cached() {
 
     let engine = Arc::new(engine_with(true, true));
     for slot in [0, 3, 7] {
-        let mut batch: Vec<ChatRequest> =
+        let mut batch: Vec<GenerationRequest> =
             (0..7).map(|i| seeded(&format!("Variant {i}."))).collect();
         batch.insert(slot, target.clone());
         let out = release_together(&engine, batch);
@@ -202,7 +205,8 @@ fn stop_strings_finish_reasons_and_logprobs() {
         .unwrap();
     let cut = plain.text.find("of France").expect("reply names France");
     assert_eq!(stopped.text, plain.text[..cut]);
-    assert_eq!(stopped.finish_reason, Some(FinishReason::Stop));
+    // The first stop string matched.
+    assert_eq!(stopped.finish_reason, Some(FinishReason::StopSequence(0)));
 
     let mut short = base.clone();
     short["max_tokens"] = json!(3);

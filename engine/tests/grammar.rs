@@ -6,7 +6,9 @@
 use std::sync::{Arc, Barrier};
 
 use afm_engine::runtime::GrammarMode;
-use afm_engine::{ChatRequest, Engine, EngineConfig, EngineError, EngineEvent, FinishReason};
+use afm_engine::{
+    ChatRequest, Engine, EngineConfig, EngineError, EngineEvent, FinishReason, GenerationRequest,
+};
 use serde_json::{json, Value};
 
 fn engine(grammar_constraints: bool, concurrent: usize) -> Arc<Engine> {
@@ -24,8 +26,11 @@ fn engine(grammar_constraints: bool, concurrent: usize) -> Arc<Engine> {
     )
 }
 
-fn request(body: Value) -> ChatRequest {
-    serde_json::from_value(body).unwrap()
+fn request(body: Value) -> GenerationRequest {
+    ChatRequest::from_json(body.to_string().as_bytes())
+        .unwrap()
+        .to_generation()
+        .unwrap()
 }
 
 fn city_schema() -> Value {
@@ -55,7 +60,10 @@ fn assert_valid(text: &str, schema: &Value) -> Value {
     value
 }
 
-fn run_together(engine: &Arc<Engine>, requests: Vec<ChatRequest>) -> Vec<afm_engine::Completion> {
+fn run_together(
+    engine: &Arc<Engine>,
+    requests: Vec<GenerationRequest>,
+) -> Vec<afm_engine::Completion> {
     let barrier = Arc::new(Barrier::new(requests.len()));
     let handles: Vec<_> = requests
         .into_iter()

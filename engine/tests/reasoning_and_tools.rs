@@ -5,6 +5,7 @@
 
 use afm_engine::api::{ApiContext, ApiResponse};
 use afm_engine::{Engine, EngineConfig};
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 /// ChatML, as the bundled model was trained on, plus a reasoning block
@@ -55,14 +56,15 @@ fn stream(api: &ApiContext, body: &Value) -> Vec<Value> {
     body["stream"] = json!(true);
     let bytes = serde_json::to_vec(&body).unwrap();
     runtime().block_on(async {
-        let Ok(ApiResponse::Stream { mut chunks, .. }) = api.chat_completions(&bytes).await else {
+        let Ok(ApiResponse::Stream { events, .. }) = api.chat_completions(&bytes).await else {
             panic!("asked for a stream");
         };
-        let mut out = Vec::new();
-        while let Some(c) = chunks.next().await {
-            out.push(c);
-        }
-        out
+        let events: Vec<_> = events.collect().await;
+        events
+            .iter()
+            .filter(|e| e.data != "[DONE]")
+            .map(|e| serde_json::from_str(&e.data).unwrap())
+            .collect()
     })
 }
 

@@ -1,9 +1,10 @@
-//! afm-serve's HTTP front: axum routes over [`crate::api::openai`].
+//! afm-serve's HTTP front: axum routes over the protocols of `api`.
 //!
-//! Everything protocol-specific (validation, response and chunk shapes)
-//! lives in `api::openai`; this module only maps it to HTTP: status codes,
-//! SSE framing (`data: <chunk>` ... `data: [DONE]`), CORS, body limits, the
-//! optional bearer key, and graceful shutdown.
+//! Everything protocol-specific (validation, reply and event shapes) lives
+//! in `api::openai`, `api::anthropic` and `api::responses`; this module
+//! only maps it to HTTP: status codes, error bodies by the path's protocol,
+//! SSE framing, CORS, body limits, the optional key (`Authorization:
+//! Bearer` or Anthropic's `x-api-key`), and graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,11 +20,12 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::stream;
+use futures_util::StreamExt;
 use tower_http::cors::CorsLayer;
 
+use crate::api::context::{ApiContext, ApiResponse};
+use crate::api::error::{ApiError, Protocol};
 use crate::api::metrics::{self, RejectedRequests};
-use crate::api::openai::{ApiContext, ApiError, ApiResponse};
 use crate::runtime::GrammarMode;
 
 /// Header telling clients whether a requested constraint was enforced.
@@ -88,6 +90,9 @@ pub fn router(api: Arc<ApiContext>, config: &ServerConfig) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
+        .route("/v1/responses", post(responses))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), require_key))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -117,7 +122,16 @@ async fn not_found(State(state): State<AppState>, request: Request) -> Response 
         "invalid_request_error",
         format!("no route for {} {}", request.method(), request.uri().path()),
     );
-    error_response(&state, e)
+    error_response(&state, e, protocol_of(request.uri().path()))
+}
+
+/// Anthropic's paths answer errors in its shape; the rest in OpenAI's.
+fn protocol_of(path: &str) -> Protocol {
+    if path.starts_with("/v1/messages") {
+        Protocol::Anthropic
+    } else {
+        Protocol::OpenAi
+    }
 }
 
 async fn chat_completions(
@@ -134,9 +148,37 @@ async fn completions(
     generate(&state, body, Endpoint::Completions).await
 }
 
+async fn messages(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    generate(&state, body, Endpoint::Messages).await
+}
+
+async fn count_tokens(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    generate(&state, body, Endpoint::CountTokens).await
+}
+
+async fn responses(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    generate(&state, body, Endpoint::Responses).await
+}
+
+#[derive(Clone, Copy)]
 enum Endpoint {
     Chat,
     Completions,
+    Messages,
+    CountTokens,
+    Responses,
+}
+
+impl Endpoint {
+    fn protocol(self) -> Protocol {
+        match self {
+            Endpoint::Messages | Endpoint::CountTokens => Protocol::Anthropic,
+            _ => Protocol::OpenAi,
+        }
+    }
 }
 
 async fn generate(
@@ -144,18 +186,22 @@ async fn generate(
     body: Result<Bytes, BytesRejection>,
     endpoint: Endpoint,
 ) -> Response {
+    let protocol = endpoint.protocol();
     let body = match body {
         Ok(b) => b,
-        Err(rejection) => return body_error(state, rejection),
+        Err(rejection) => return body_error(state, rejection, protocol),
     };
     let result = match endpoint {
         Endpoint::Chat => state.api.chat_completions(&body).await,
         Endpoint::Completions => state.api.completions(&body).await,
+        Endpoint::Messages => state.api.messages(&body).await,
+        Endpoint::CountTokens => state.api.count_tokens(&body).await,
+        Endpoint::Responses => state.api.responses(&body).await,
     };
-    respond(state, result)
+    respond(state, result, protocol)
 }
 
-fn body_error(state: &AppState, rejection: BytesRejection) -> Response {
+fn body_error(state: &AppState, rejection: BytesRejection, protocol: Protocol) -> Response {
     let status = rejection.status();
     let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
         "request body too large".to_string()
@@ -165,27 +211,29 @@ fn body_error(state: &AppState, rejection: BytesRejection) -> Response {
     error_response(
         state,
         ApiError::new(status.as_u16(), "invalid_request_error", message),
+        protocol,
     )
 }
 
-fn respond(state: &AppState, result: Result<ApiResponse, ApiError>) -> Response {
+fn respond(
+    state: &AppState,
+    result: Result<ApiResponse, ApiError>,
+    protocol: Protocol,
+) -> Response {
     match result {
-        Err(e) => error_response(state, e),
+        Err(e) => error_response(state, e, protocol),
         Ok(ApiResponse::Complete { body, grammar }) => {
             with_grammar(Json(body).into_response(), grammar)
         }
-        Ok(ApiResponse::Stream { chunks, grammar }) => {
-            let events = stream::unfold(Some(chunks), |chunks| async move {
-                let mut chunks = chunks?;
-                match chunks.next().await {
-                    Some(chunk) => Some((
-                        Ok::<_, Infallible>(Event::default().data(chunk.to_string())),
-                        Some(chunks),
-                    )),
-                    None => Some((Ok(Event::default().data("[DONE]")), None)),
-                }
+        Ok(ApiResponse::Stream { events, grammar }) => {
+            let frames = events.map(|e| {
+                let frame = Event::default().data(e.data);
+                Ok::<_, Infallible>(match e.event {
+                    Some(name) => frame.event(name),
+                    None => frame,
+                })
             });
-            with_grammar(Sse::new(events).into_response(), grammar)
+            with_grammar(Sse::new(frames).into_response(), grammar)
         }
     }
 }
@@ -199,31 +247,33 @@ fn with_grammar(mut response: Response, grammar: GrammarMode) -> Response {
     response
 }
 
-fn error_response(state: &AppState, e: ApiError) -> Response {
+fn error_response(state: &AppState, e: ApiError, protocol: Protocol) -> Response {
     if (400..500).contains(&e.status) {
         state.rejected.fetch_add(1, Ordering::Relaxed);
     }
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, Json(e.body())).into_response()
+    (status, Json(e.body(protocol))).into_response()
 }
 
-/// Checks the bearer key on `/v1/*` when one is configured.
+/// Checks the key on `/v1/*` when one is configured: OpenAI clients send
+/// it as a bearer token, Anthropic's as `x-api-key`.
 async fn require_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if let Some(key) = &state.api_key {
         if request.uri().path().starts_with("/v1/")
             && request.method() != axum::http::Method::OPTIONS
         {
-            let given = request
-                .headers()
+            let headers = request.headers();
+            let bearer = headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "));
-            if given != Some(key.as_ref()) {
+            let x_api_key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+            if bearer != Some(key.as_ref()) && x_api_key != Some(key.as_ref()) {
                 let e = ApiError {
                     code: Some("invalid_api_key".into()),
                     ..ApiError::new(401, "authentication_error", "invalid or missing API key")
                 };
-                return error_response(&state, e);
+                return error_response(&state, e, protocol_of(request.uri().path()));
             }
         }
     }

@@ -1,11 +1,27 @@
-//! The API layer: OpenAI's chat and text completions over the engine
-//! (`openai`), the HTTP server that routes to them (`http_server`), and
-//! the Prometheus rendering of the engine's counters (`metrics`).
+//! The API layer: each wire protocol read into the engine's protocol-free
+//! request and its events written back in the protocol's shapes, and the
+//! HTTP server that routes to them.
+//!
+//! ```text
+//! context     the served model, ids, reply shapes (body or SSE events)
+//! error       errors with each protocol's body
+//! openai/     chat completions and completions
+//! anthropic/  Messages (and count_tokens)
+//! responses/  OpenAI Responses
+//! http_server routes, SSE framing, CORS, keys, body limits
+//! metrics     Prometheus rendering of the engine's counters
+//! ```
 
+mod anthropic;
+mod context;
+mod error;
 mod http_server;
 mod metrics;
-mod openai;
+pub mod openai;
+mod responses;
 
+pub use context::{ApiContext, ApiResponse, EventStream, SseEvent};
+pub use error::{ApiError, Protocol};
 pub use http_server::{router, serve, shutdown_signal, ServerConfig, GRAMMAR_HEADER};
 pub use metrics::{render as render_metrics, RejectedRequests};
-pub use openai::{ApiContext, ApiError, ApiResponse, ChunkStream};
+pub use openai::ChatRequest;

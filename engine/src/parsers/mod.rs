@@ -34,10 +34,9 @@ use tool_calls::{ToolCallParser, ToolSchemas};
 pub enum ParsedDelta {
     Content(String),
     Reasoning(String),
-    /// A call begins: OpenAI's first tool-call delta (arguments `""`).
+    /// A call begins: its index (0, 1, ... in the output) and name.
     ToolCallStart {
         index: usize,
-        id: String,
         name: String,
     },
     /// A piece of a call's JSON arguments.
@@ -90,8 +89,6 @@ pub struct OutputConfig {
     pub reasoning: ReasoningFormat,
     /// The prompt left a reasoning block open.
     pub prompt_opens_reasoning: bool,
-    /// Tool-call ids are this prefix and the call's index.
-    pub call_id_prefix: String,
 }
 
 impl OutputConfig {
@@ -102,7 +99,6 @@ impl OutputConfig {
             tools: Arc::new(HashMap::new()),
             reasoning,
             prompt_opens_reasoning: false,
-            call_id_prefix: "call_".into(),
         }
     }
 
@@ -129,9 +125,9 @@ impl OutputParser {
             splitter: ReasoningSplitter::new(
                 config.prompt_opens_reasoning.then_some(config.reasoning),
             ),
-            tools: config.tool_format.map(|f| {
-                ToolCallParser::new(f, config.tools.clone(), config.call_id_prefix.clone())
-            }),
+            tools: config
+                .tool_format
+                .map(|f| ToolCallParser::new(f, config.tools.clone())),
             routed: Vec::new(),
         }
     }
@@ -191,7 +187,6 @@ pub struct ParsedMessage {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ParsedToolCall {
-    pub id: String,
     pub name: String,
     /// A JSON object, as text.
     pub arguments: String,
@@ -202,12 +197,9 @@ impl ParsedMessage {
         match delta {
             ParsedDelta::Content(t) => self.content.push_str(t),
             ParsedDelta::Reasoning(t) => self.reasoning.push_str(t),
-            ParsedDelta::ToolCallStart { index, id, name } => fold_tool_call(
-                &mut self.tool_calls,
-                *index,
-                Some((id.clone(), name.clone())),
-                "",
-            ),
+            ParsedDelta::ToolCallStart { index, name } => {
+                fold_tool_call(&mut self.tool_calls, *index, Some(name.clone()), "")
+            }
             ParsedDelta::ToolCallArguments { index, fragment } => {
                 fold_tool_call(&mut self.tool_calls, *index, None, fragment)
             }
@@ -215,19 +207,18 @@ impl ParsedMessage {
     }
 }
 
-/// Folds one piece of a streamed tool call into whole calls: `start` (id
-/// and name) opens call `index`, `fragment` extends its arguments. The one
+/// Folds one piece of a streamed tool call into whole calls: `start` (the
+/// name) opens call `index`, `fragment` extends its arguments. The one
 /// fold of tool-call pieces, for parsed output and for engine events alike.
 pub fn fold_tool_call(
     calls: &mut Vec<ParsedToolCall>,
     index: usize,
-    start: Option<(String, String)>,
+    start: Option<String>,
     fragment: &str,
 ) {
-    if let Some((id, name)) = start {
+    if let Some(name) = start {
         debug_assert_eq!(index, calls.len(), "calls open in index order");
         calls.push(ParsedToolCall {
-            id,
             name,
             arguments: String::new(),
         });

@@ -54,7 +54,6 @@ pub struct ToolCallParser {
     format: ToolCallFormat,
     syntax: RegionSyntax,
     tools: ToolSchemas,
-    id_prefix: String,
     mode: Mode,
     /// Content not yet released (may begin a marker).
     pending: String,
@@ -74,12 +73,11 @@ pub struct ToolCallParser {
 }
 
 impl ToolCallParser {
-    pub fn new(format: ToolCallFormat, tools: ToolSchemas, id_prefix: String) -> Self {
+    pub fn new(format: ToolCallFormat, tools: ToolSchemas) -> Self {
         ToolCallParser {
             format,
             syntax: format.regions(),
             tools,
-            id_prefix,
             mode: Mode::Content,
             pending: String::new(),
             body: String::new(),
@@ -281,7 +279,6 @@ impl ToolCallParser {
                 self.stats.tool_calls += 1;
                 out.push(ParsedDelta::ToolCallStart {
                     index: st.index,
-                    id: format!("{}{}", self.id_prefix, st.index),
                     name: name.clone(),
                 });
             }

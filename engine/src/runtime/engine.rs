@@ -9,6 +9,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use serde_json::{Map, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::error::{EngineError, Result};
@@ -18,11 +19,11 @@ use crate::loading::LoadedModel;
 use crate::parsers::{OutputConfig, ToolCallFormat};
 use crate::runtime::config::EngineConfig;
 use crate::runtime::events::{engine_gone, Completion, EngineEvent, Failure};
-use crate::runtime::grammar::{constraint_of, Constraint, GrammarMode};
+use crate::runtime::grammar::{tool_constraint, Constraint, GrammarMode};
 use crate::runtime::model_text::ModelText;
-use crate::runtime::request::{ChatRequest, ToolChoice};
+use crate::runtime::request::{GenerationRequest, Prompt, ToolChoice, ToolSpec};
 use crate::runtime::scheduler::Scheduler;
-use crate::runtime::sequence::NewSequence;
+use crate::runtime::sequence::{GenerationSettings, NewSequence};
 use crate::runtime::stats::EngineStats;
 
 pub(crate) enum Command {
@@ -104,90 +105,97 @@ impl Engine {
         self.stats.lock().expect("stats lock").clone()
     }
 
-    /// The prompt text a request renders to with the chat template.
-    pub fn prompt_text(&self, request: &ChatRequest) -> Result<String> {
-        request.validate_messages()?;
+    /// The prompt text chat messages render to with the chat template
+    /// (the tools offered are shown to the template).
+    pub fn prompt_text(
+        &self,
+        messages: &[Value],
+        template_kwargs: &Map<String, Value>,
+        tools: &[ToolSpec],
+    ) -> Result<String> {
+        if messages.is_empty() {
+            return Err(EngineError::invalid_param("messages", "must not be empty"));
+        }
         let input = TemplateInput {
-            messages: request.messages.clone(),
-            tools: request.tools.clone(),
+            messages: messages.to_vec(),
+            tools: (!tools.is_empty()).then(|| tools.iter().map(ToolSpec::template_json).collect()),
             add_generation_prompt: true,
-            kwargs: request.chat_template_kwargs.clone().unwrap_or_default(),
+            kwargs: template_kwargs.clone(),
         };
         self.text.template.render(&input)
     }
 
-    /// The prompt ids a request renders to (chat template + tokenizer).
-    pub fn prompt_tokens(&self, request: &ChatRequest) -> Result<Vec<u32>> {
-        self.text.tokenizer.encode(&self.prompt_text(request)?)
+    /// The prompt ids a request becomes (chat template and tokenizer, or
+    /// the text tokenized).
+    pub fn prompt_tokens(&self, request: &GenerationRequest) -> Result<Vec<u32>> {
+        match &request.prompt {
+            Prompt::Chat {
+                messages,
+                template_kwargs,
+            } => {
+                let text = self.prompt_text(messages, template_kwargs, &request.tools)?;
+                self.text.tokenizer.encode(&text)
+            }
+            Prompt::Text(text) => self.text.tokenizer.encode(text),
+        }
     }
 
-    /// Validates and queues a request; its events arrive on the stream.
+    /// Checks and queues a request; its events arrive on the stream.
     /// Dropping the stream cancels the request at the next step.
-    pub fn submit(&self, request: &ChatRequest) -> Result<RequestStream> {
-        let prompt_text = self.prompt_text(request)?;
-        let prompt = self.text.tokenizer.encode(&prompt_text)?;
-        let output = self.output_config(request, &prompt_text)?;
-        self.submit_tokens(prompt, request, Some(output))
-    }
-
-    /// How a chat request's output is parsed: tool calls only when tools
-    /// are offered and not refused with `tool_choice: "none"`; reasoning
-    /// always, open from the start when the prompt opened it.
-    fn output_config(&self, request: &ChatRequest, prompt_text: &str) -> Result<OutputConfig> {
-        let tools = request.tool_specs()?;
-        let refused = request.tool_choice()? == ToolChoice::None;
-        let mut config = OutputConfig::text(self.text.reasoning);
-        if !tools.is_empty() && !refused {
-            config.tool_format = Some(self.text.tool_format);
-            config.tools =
-                OutputConfig::tool_schemas(tools.iter().map(|t| (t.name.as_str(), &t.parameters)));
-        }
-        config.prompt_opens_reasoning = self.text.reasoning.prompt_opens(prompt_text);
-        config.call_id_prefix = new_call_id_prefix();
-        Ok(config)
-    }
-
-    /// Like [`Engine::submit`] for a plain-text prompt (no chat template;
-    /// the request's messages are ignored).
-    pub fn submit_prompt(&self, prompt: &str, request: &ChatRequest) -> Result<RequestStream> {
-        let prompt = self.text.tokenizer.encode(prompt)?;
-        if prompt.is_empty() {
-            return Err(EngineError::invalid_param("prompt", "must not be empty"));
-        }
-        self.submit_tokens(prompt, request, None)
-    }
-
-    fn submit_tokens(
-        &self,
-        prompt: Vec<u32>,
-        request: &ChatRequest,
-        mut output: Option<OutputConfig>,
-    ) -> Result<RequestStream> {
-        let settings = request.settings(&self.text.limits)?;
+    pub fn submit(&self, request: &GenerationRequest) -> Result<RequestStream> {
+        let max_tokens = request.checked_max_tokens(&self.text.limits)?;
+        let (prompt, mut output) = match &request.prompt {
+            Prompt::Chat {
+                messages,
+                template_kwargs,
+            } => {
+                let text = self.prompt_text(messages, template_kwargs, &request.tools)?;
+                let output = self.output_config(request, &text)?;
+                (self.text.tokenizer.encode(&text)?, Some(output))
+            }
+            Prompt::Text(text) => {
+                let ids = self.text.tokenizer.encode(text)?;
+                if ids.is_empty() {
+                    return Err(EngineError::invalid_param("prompt", "must not be empty"));
+                }
+                (ids, None)
+            }
+        };
         let context = self.text.limits.context_length;
         if prompt.len() >= context {
+            let param = match request.prompt {
+                Prompt::Chat { .. } => "messages",
+                Prompt::Text(_) => "prompt",
+            };
             return Err(EngineError::InvalidRequest {
                 message: format!(
                     "the prompt has {} tokens; the model's context is {context}",
                     prompt.len()
                 ),
-                param: Some("messages".into()),
+                param: Some(param.into()),
             });
         }
-        // `tool_choice: "none"` with tools offered: no call may begin.
-        let refused_tools = output.as_ref().is_some_and(|o| o.tool_format.is_none())
-            && request.tools.as_ref().is_some_and(|t| !t.is_empty());
-        let constraint = match constraint_of(request)? {
-            None if refused_tools => Some(Constraint::NoToolCalls(
-                self.text
-                    .tool_format
-                    .regions()
-                    .starts
-                    .iter()
-                    .map(|m| m.to_string())
-                    .collect(),
-            )),
-            other => other,
+        let constraint = match tool_constraint(request)? {
+            Some(c) => Some(c),
+            // Tools offered and refused: no call may begin.
+            None if output.is_some()
+                && request.tool_choice == ToolChoice::None
+                && !request.tools.is_empty() =>
+            {
+                match &request.constraint {
+                    Some(c) => Some(c.clone()),
+                    None => Some(Constraint::NoToolCalls(
+                        self.text
+                            .tool_format
+                            .regions()
+                            .starts
+                            .iter()
+                            .map(|m| m.to_string())
+                            .collect(),
+                    )),
+                }
+            }
+            None => request.constraint.clone(),
         };
         // A reasoning block the prompt opened stays free; the constraint
         // starts after its end marker.
@@ -214,7 +222,12 @@ impl Engine {
                 }
             }
         };
-        let thinking_budget = request.thinking_budget.map(|b| b as usize);
+        let settings = GenerationSettings {
+            sampling: request.sampling.clone(),
+            max_tokens,
+            stop: request.stop.clone(),
+            logprobs: request.logprobs,
+        };
         let (events, rx) = unbounded_channel();
         self.commands
             .send(Command::Submit(Box::new(NewSequence {
@@ -222,11 +235,34 @@ impl Engine {
                 settings,
                 grammar,
                 output,
-                thinking_budget,
+                thinking_budget: request.thinking_budget,
                 events,
             })))
             .map_err(|_| EngineError::EngineStopped("the engine thread has exited".into()))?;
         Ok(RequestStream { rx, grammar: mode })
+    }
+
+    /// How chat output is parsed: tool calls only when tools are offered
+    /// and not refused; reasoning always, open from the start when the
+    /// prompt opened it.
+    fn output_config(
+        &self,
+        request: &GenerationRequest,
+        prompt_text: &str,
+    ) -> Result<OutputConfig> {
+        let callable = request.callable_tools()?;
+        let mut config = OutputConfig::text(self.text.reasoning);
+        if !callable.is_empty() {
+            config.tool_format = Some(self.text.tool_format);
+            config.tools = OutputConfig::tool_schemas(
+                request
+                    .tools
+                    .iter()
+                    .map(|t| (t.name.as_str(), &t.parameters)),
+            );
+        }
+        config.prompt_opens_reasoning = self.text.reasoning.prompt_opens(prompt_text);
+        Ok(config)
     }
 }
 
@@ -305,15 +341,4 @@ impl RequestStream {
         }
         Err(engine_gone())
     }
-}
-
-/// A per-request prefix for tool-call ids (`call_<unique>_<index>`), so
-/// ids are unique across requests as OpenAI clients assume.
-fn new_call_id_prefix() -> String {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("call_{nanos:08x}{n:04x}_")
 }

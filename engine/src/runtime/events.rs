@@ -7,12 +7,13 @@ use serde::Serialize;
 use crate::error::EngineError;
 use crate::parsers::{fold_tool_call, ParsedToolCall};
 
-/// Why generation ended (OpenAI's `finish_reason`).
+/// Why generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishReason {
-    /// An EOS id was produced (it is not part of the output), or a stop
-    /// string matched.
+    /// An EOS id was produced (it is not part of the output).
     Stop,
+    /// The request's stop string with this index matched.
+    StopSequence(usize),
     /// `max_tokens` were produced.
     Length,
     /// The model ended its turn after calling tools.
@@ -20,9 +21,10 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
+    /// OpenAI's `finish_reason`.
     pub fn as_str(self) -> &'static str {
         match self {
-            FinishReason::Stop => "stop",
+            FinishReason::Stop | FinishReason::StopSequence(_) => "stop",
             FinishReason::Length => "length",
             FinishReason::ToolCalls => "tool_calls",
         }
@@ -56,12 +58,11 @@ pub enum EngineEvent {
     Failed { message: String, client_error: bool },
 }
 
-/// A piece of a tool call in OpenAI's streaming shape: the first delta of
-/// a call carries its id and name, later ones argument fragments.
+/// A piece of a tool call: the first piece of call `index` carries its
+/// name, later ones argument fragments. Ids are each protocol's to mint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolCallDelta {
     pub index: usize,
-    pub id: Option<String>,
     pub name: Option<String>,
     pub arguments: String,
 }
@@ -128,8 +129,7 @@ impl Completion {
                 self.text.push_str(&text);
                 self.reasoning.push_str(&reasoning);
                 for d in tool_calls {
-                    let start = d.id.zip(d.name);
-                    fold_tool_call(&mut self.tool_calls, d.index, start, &d.arguments);
+                    fold_tool_call(&mut self.tool_calls, d.index, d.name, &d.arguments);
                 }
                 self.logprobs.extend(logprobs);
                 None

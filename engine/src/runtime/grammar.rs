@@ -18,14 +18,14 @@ use toktrie_hf_tokenizers::ByteTokenizer;
 use crate::error::{EngineError, Result};
 use crate::loading::eos::EosSet;
 use crate::loading::tokenizer::TextTokenizer;
-use crate::runtime::request::{ChatRequest, ToolChoice, ToolSpec};
+use crate::runtime::request::{GenerationRequest, ToolChoice, ToolSpec};
 
 /// What a request's output must match.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Constraint {
-    /// Any JSON object (`response_format: json_object`).
+    /// Any JSON object.
     JsonObject,
-    /// A JSON Schema (`response_format: json_schema`).
+    /// Valid against a JSON Schema.
     JsonSchema(Value),
     /// A call of one of these tools, in the hermes format
     /// (`<tool_call>{"name": .., "arguments": {..}}</tool_call>`), with
@@ -62,73 +62,18 @@ impl GrammarMode {
     }
 }
 
-/// Reads the constraint a request asks for, if any. Malformed
-/// `response_format` or `tool_choice` values are request errors.
-pub fn constraint_of(request: &ChatRequest) -> Result<Option<Constraint>> {
-    if let Some(c) = tool_constraint(request)? {
-        return Ok(Some(c));
-    }
-    let Some(format) = &request.response_format else {
-        return Ok(None);
-    };
-    match format.get("type").and_then(Value::as_str) {
-        Some("text") => Ok(None),
-        Some("json_object") => Ok(Some(Constraint::JsonObject)),
-        Some("json_schema") => {
-            let schema = format
-                .get("json_schema")
-                .and_then(|s| s.get("schema"))
-                .cloned()
-                .ok_or_else(|| {
-                    EngineError::invalid_param(
-                        "response_format.json_schema.schema",
-                        "is required for type json_schema",
-                    )
-                })?;
-            if !schema.is_object() && !schema.is_boolean() {
-                return Err(EngineError::invalid_param(
-                    "response_format.json_schema.schema",
-                    "must be a JSON Schema object",
-                ));
-            }
-            Ok(Some(Constraint::JsonSchema(schema)))
+/// The constraint a request's tools impose: `tool_choice` required or
+/// named forces a call; under `auto`, a `strict` tool makes any call valid.
+pub fn tool_constraint(request: &GenerationRequest) -> Result<Option<Constraint>> {
+    match request.tool_choice {
+        ToolChoice::Auto if request.tools.iter().any(|s| s.strict) => {
+            Ok(Some(Constraint::MaybeToolCall(request.tools.clone())))
         }
-        other => Err(EngineError::invalid_param(
-            "response_format.type",
-            format!("unsupported value {other:?} (text, json_object, json_schema)"),
-        )),
-    }
-}
-
-/// `tool_choice: "required"` or a named function forces a call; with
-/// `auto` (or none given), a `strict: true` tool makes any call valid.
-fn tool_constraint(request: &ChatRequest) -> Result<Option<Constraint>> {
-    let specs = request.tool_specs()?;
-    let choice = request.tool_choice()?;
-    let wanted = match choice {
-        ToolChoice::Auto if specs.iter().any(|s| s.strict) => {
-            return Ok(Some(Constraint::MaybeToolCall(specs)))
+        ToolChoice::Auto | ToolChoice::None => Ok(None),
+        ToolChoice::Required | ToolChoice::Named(_) => {
+            Ok(Some(Constraint::ToolCall(request.callable_tools()?)))
         }
-        ToolChoice::Auto | ToolChoice::None => return Ok(None),
-        ToolChoice::Required => specs,
-        ToolChoice::Named(name) => {
-            let named: Vec<ToolSpec> = specs.into_iter().filter(|s| s.name == name).collect();
-            if named.is_empty() {
-                return Err(EngineError::invalid_param(
-                    "tool_choice",
-                    format!("names '{name}', which is not among the tools"),
-                ));
-            }
-            named
-        }
-    };
-    if wanted.is_empty() {
-        return Err(EngineError::invalid_param(
-            "tool_choice",
-            "requires at least one tool",
-        ));
     }
-    Ok(Some(Constraint::ToolCall(wanted)))
 }
 
 /// Compiles constraints for one model.

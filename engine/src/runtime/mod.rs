@@ -11,7 +11,7 @@
 //! stats         counters, made before the event that could reveal them
 //! prefix_cache  radix tree of prompt KV      sampler   logits -> token
 //! grammar       llguidance constraints        stop      stop strings
-//! request       the OpenAI-shaped request and its validation
+//! request       what the engine is asked, in no protocol's shape
 //! generate      one sequence, no scheduler (benchmarks, CLI)
 //! ```
 
@@ -38,9 +38,7 @@ pub use generate::{generate, Generation, GenerationParams};
 pub use grammar::{Constraint, GrammarCompiler, GrammarMode, GrammarState, ReasoningPrefix};
 pub use model_text::ModelText;
 pub use prefix_cache::{PrefixCache, PrefixMatch};
-pub use request::{
-    ChatRequest, GenerationSettings, RequestLimits, StopField, StreamOptions, ToolChoice, ToolSpec,
-};
+pub use request::{GenerationRequest, Prompt, RequestLimits, ToolChoice, ToolSpec};
 pub use sampler::{argmax, logprobs, Sampler, SamplingParams};
 pub use stats::{EngineStats, BATCH_SIZE_BUCKETS};
 pub use stop::{StopMatcher, StopScan};

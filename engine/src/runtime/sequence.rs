@@ -19,12 +19,21 @@ use crate::runtime::events::{
 };
 use crate::runtime::grammar::GrammarState;
 use crate::runtime::model_text::ModelText;
-use crate::runtime::request::GenerationSettings;
-use crate::runtime::sampler::{logprobs, Sampler};
+use crate::runtime::sampler::{logprobs, Sampler, SamplingParams};
 use crate::runtime::stats::EngineStats;
 use crate::runtime::stop::StopMatcher;
 
 /// A request handed to the engine thread.
+/// A checked request's generation settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationSettings {
+    pub sampling: SamplingParams,
+    pub max_tokens: usize,
+    pub stop: Vec<String>,
+    /// `Some(k)`: report the chosen token's logprob and the k best.
+    pub logprobs: Option<usize>,
+}
+
 pub struct NewSequence {
     pub prompt: Vec<u32>,
     pub settings: GenerationSettings,
@@ -176,8 +185,8 @@ impl Sequence {
         self.next_input = [token];
         let piece = self.decoder.push(&text.tokenizer, token)?;
         let scan = self.stop.push(&piece);
-        if scan.stopped {
-            self.finish(stats, scan.emit, logprob, FinishReason::Stop);
+        if let Some(k) = scan.stopped_by {
+            self.finish(stats, scan.emit, logprob, FinishReason::StopSequence(k));
             return Ok(());
         }
         if self.sampled >= self.settings.max_tokens {
@@ -194,7 +203,7 @@ impl Sequence {
     fn release_rest(&mut self, text: &ModelText) -> String {
         let piece = self.decoder.finish(&text.tokenizer).unwrap_or_default();
         let scan = self.stop.push(&piece);
-        if scan.stopped {
+        if scan.stopped_by.is_some() {
             return scan.emit;
         }
         scan.emit + &self.stop.finish()
@@ -215,22 +224,20 @@ impl Sequence {
                     match d {
                         ParsedDelta::Content(t) => content.push_str(&t),
                         ParsedDelta::Reasoning(t) => reasoning.push_str(&t),
-                        ParsedDelta::ToolCallStart { index, id, name } => {
+                        ParsedDelta::ToolCallStart { index, name } => {
                             tool_calls.push(ToolCallDelta {
                                 index,
-                                id: Some(id),
                                 name: Some(name),
                                 arguments: String::new(),
                             })
                         }
                         ParsedDelta::ToolCallArguments { index, fragment } => {
                             match tool_calls.last_mut() {
-                                Some(d) if d.index == index && d.id.is_none() => {
+                                Some(d) if d.index == index && d.name.is_none() => {
                                     d.arguments.push_str(&fragment)
                                 }
                                 _ => tool_calls.push(ToolCallDelta {
                                     index,
-                                    id: None,
                                     name: None,
                                     arguments: fragment,
                                 }),

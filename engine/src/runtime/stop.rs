@@ -9,8 +9,9 @@
 pub struct StopScan {
     /// Text that is safe to emit now.
     pub emit: String,
-    /// A stop string was found: generation ends after `emit`.
-    pub stopped: bool,
+    /// A stop string was found (its index among the stops): generation
+    /// ends after `emit`.
+    pub stopped_by: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -22,7 +23,7 @@ pub struct StopMatcher {
 impl StopMatcher {
     pub fn new(stops: Vec<String>) -> Self {
         StopMatcher {
-            stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
+            stops,
             held: String::new(),
         }
     }
@@ -33,21 +34,23 @@ impl StopMatcher {
         if self.stops.is_empty() {
             return StopScan {
                 emit: std::mem::take(&mut self.held),
-                stopped: false,
+                stopped_by: None,
             };
         }
         // The earliest stop string occurrence wins.
-        if let Some(at) = self
+        if let Some((at, k)) = self
             .stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()))
+            .enumerate()
+            .filter(|(_, s)| !s.is_empty())
+            .filter_map(|(k, s)| self.held.find(s.as_str()).map(|at| (at, k)))
             .min()
         {
             let emit = self.held[..at].to_string();
             self.held.clear();
             return StopScan {
                 emit,
-                stopped: true,
+                stopped_by: Some(k),
             };
         }
         // Hold back the longest tail that is a prefix of some stop string.
@@ -62,7 +65,7 @@ impl StopMatcher {
         self.held.drain(..cut);
         StopScan {
             emit,
-            stopped: false,
+            stopped_by: None,
         }
     }
 
@@ -75,6 +78,9 @@ impl StopMatcher {
 /// Length of the longest suffix of `text` that is a proper prefix of `stop`,
 /// at a char boundary.
 fn longest_suffix_prefix(text: &str, stop: &str) -> usize {
+    if stop.is_empty() {
+        return 0;
+    }
     let max = (stop.len() - 1).min(text.len());
     (1..=max)
         .rev()
@@ -95,7 +101,7 @@ mod tests {
         for p in pieces {
             let scan = m.push(p);
             out.push_str(&scan.emit);
-            if scan.stopped {
+            if scan.stopped_by.is_some() {
                 return (out, true);
             }
         }
@@ -120,6 +126,12 @@ mod tests {
     #[test]
     fn the_earliest_of_several_stops_wins() {
         assert_eq!(run(&["zz", "b"], &["a b zz"]), ("a ".into(), true));
+    }
+
+    #[test]
+    fn the_matched_stop_is_named_by_its_index() {
+        let mut m = StopMatcher::new(vec![String::new(), "zz".into(), "b".into()]);
+        assert_eq!(m.push("a b zz").stopped_by, Some(2));
     }
 
     #[test]

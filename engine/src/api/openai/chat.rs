@@ -1,135 +1,31 @@
-//! The OpenAI wire protocol over the engine, independent of any transport:
-//! request bytes in; a JSON body, or a stream of chunk JSON objects, out.
-//!
-//! The HTTP server wraps these functions, and the harness's in-process
-//! target calls them directly, so both see the same bytes.
+//! OpenAI chat completions and completions over the engine, independent
+//! of any transport: request bytes in; a JSON body, or a stream of chunk
+//! events, out.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::error::EngineError;
+use crate::api::context::{new_id, unix_now, ApiContext, ApiResponse, SseEvent};
+use crate::api::error::{ApiError, Protocol};
+use crate::api::openai::request::ChatRequest;
 use crate::parsers::ParsedToolCall;
-use crate::runtime::{
-    ChatRequest, Engine, EngineEvent, GrammarMode, RequestStream, TokenLogprob, ToolCallDelta,
-    Usage,
-};
-
-/// What a client sees on failure: an HTTP status and an OpenAI error body.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    pub status: u16,
-    pub kind: &'static str,
-    pub message: String,
-    pub param: Option<String>,
-    pub code: Option<String>,
-}
-
-impl ApiError {
-    pub fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            kind,
-            message: message.into(),
-            param: None,
-            code: None,
-        }
-    }
-
-    pub fn bad_request(message: impl Into<String>, param: Option<String>) -> Self {
-        ApiError {
-            param,
-            ..ApiError::new(400, "invalid_request_error", message)
-        }
-    }
-
-    /// `{"error": {"message", "type", "param", "code"}}`.
-    pub fn body(&self) -> Value {
-        json!({"error": {
-            "message": self.message,
-            "type": self.kind,
-            "param": self.param,
-            "code": self.code,
-        }})
-    }
-}
-
-impl From<EngineError> for ApiError {
-    fn from(e: EngineError) -> Self {
-        match e {
-            EngineError::InvalidRequest { message, param } => ApiError::bad_request(message, param),
-            EngineError::Template(m) => {
-                ApiError::bad_request(format!("chat template: {m}"), Some("messages".into()))
-            }
-            other => ApiError::new(500, "server_error", other.to_string()),
-        }
-    }
-}
-
-/// The served model and the names clients may use for it.
-pub struct ApiContext {
-    pub engine: Engine,
-    /// Accepted values of a request's `model` (the first is reported).
-    pub model_ids: Vec<String>,
-    pub fingerprint: String,
-}
+use crate::runtime::{EngineEvent, Prompt, RequestStream, TokenLogprob, ToolCallDelta, Usage};
 
 impl ApiContext {
-    pub fn new(engine: Engine, requested_as: &str) -> Self {
-        let mut model_ids = vec![requested_as.to_string()];
-        if engine.model_name() != requested_as {
-            model_ids.push(engine.model_name().to_string());
-        }
-        let fingerprint = format!("fp_afm_{}", env!("CARGO_PKG_VERSION").replace('.', "_"));
-        ApiContext {
-            engine,
-            model_ids,
-            fingerprint,
-        }
-    }
-
-    /// `GET /v1/models`.
-    pub fn models(&self) -> Value {
-        json!({"object": "list", "data": [{
-            "id": self.model_ids[0],
-            "object": "model",
-            "created": unix_now(),
-            "owned_by": "afm",
-        }]})
-    }
-
-    fn check_model(&self, request: &ChatRequest) -> Result<(), ApiError> {
-        match &request.model {
-            Some(m) if !m.is_empty() && !self.model_ids.contains(m) => Err(ApiError {
-                code: Some("model_not_found".into()),
-                param: Some("model".into()),
-                ..ApiError::new(
-                    404,
-                    "invalid_request_error",
-                    format!(
-                        "the model '{m}' does not exist (this server has '{}')",
-                        self.model_ids[0]
-                    ),
-                )
-            }),
-            _ => Ok(()),
-        }
-    }
-
     /// `POST /v1/chat/completions`.
     pub async fn chat_completions(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
-        let request = parse_body(body)?;
-        self.check_model(&request)?;
-        let stream = self.engine.submit(&request)?;
+        let request = ChatRequest::from_json(body)?;
+        self.check_model(request.model.as_deref())?;
+        let generation = request.to_generation()?;
+        let stream = self.engine.submit(&generation)?;
         self.respond(request, stream, Kind::Chat).await
     }
 
     /// `POST /v1/completions`: a plain-text prompt, no chat template.
     pub async fn completions(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}"), None))?;
+        let request = ChatRequest::from_json(body)?;
+        let value: Value = serde_json::from_slice(body).unwrap_or_default();
         let prompt = match value.get("prompt") {
             Some(Value::String(p)) => p.clone(),
             Some(Value::Array(parts)) if parts.len() == 1 && parts[0].is_string() => {
@@ -142,15 +38,9 @@ impl ApiContext {
                 ))
             }
         };
-        let mut value = value;
-        if let Value::Object(map) = &mut value {
-            map.remove("prompt");
-            map.insert("messages".into(), json!([{"role": "user", "content": ""}]));
-        }
-        let request: ChatRequest = serde_json::from_value(value)
-            .map_err(|e| ApiError::bad_request(format!("invalid request: {e}"), None))?;
-        self.check_model(&request)?;
-        let stream = self.engine.submit_prompt(&prompt, &request)?;
+        self.check_model(request.model.as_deref())?;
+        let generation = request.generation(Prompt::Text(prompt))?;
+        let stream = self.engine.submit(&generation)?;
         self.respond(request, stream, Kind::Text).await
     }
 
@@ -164,9 +54,13 @@ impl ApiContext {
         let chunks = ChunkStream {
             stream,
             kind,
-            id: new_id(kind),
+            id: new_id(match kind {
+                Kind::Chat => "chatcmpl-",
+                Kind::Text => "cmpl-",
+            }),
+            call_ids: new_id("call_"),
             created: unix_now(),
-            model: self.model_ids[0].clone(),
+            model: self.model().to_string(),
             fingerprint: self.fingerprint.clone(),
             include_usage: request
                 .stream_options
@@ -178,7 +72,24 @@ impl ApiContext {
             queued: VecDeque::new(),
         };
         if request.stream {
-            Ok(ApiResponse::Stream { chunks, grammar })
+            let events = futures_util::stream::unfold(Some(chunks), |chunks| async move {
+                let mut chunks = chunks?;
+                match chunks.next().await {
+                    Some(chunk) => Some((SseEvent::data(&chunk), Some(chunks))),
+                    // The end marker of OpenAI streams.
+                    None => Some((
+                        SseEvent {
+                            event: None,
+                            data: "[DONE]".into(),
+                        },
+                        None,
+                    )),
+                }
+            });
+            Ok(ApiResponse::Stream {
+                events: Box::pin(events),
+                grammar,
+            })
         } else {
             Ok(ApiResponse::Complete {
                 body: chunks.collect().await?,
@@ -188,68 +99,10 @@ impl ApiContext {
     }
 }
 
-/// A successful response: a whole body, or SSE chunks.
-pub enum ApiResponse {
-    Complete {
-        body: Value,
-        grammar: GrammarMode,
-    },
-    Stream {
-        chunks: ChunkStream,
-        grammar: GrammarMode,
-    },
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Chat,
     Text,
-}
-
-fn parse_body(body: &[u8]) -> Result<ChatRequest, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}"), None))?;
-    if !value.is_object() {
-        return Err(ApiError::bad_request(
-            "the body must be a JSON object",
-            None,
-        ));
-    }
-    if value.get("messages").is_none() {
-        return Err(ApiError::bad_request(
-            "messages: this field is required",
-            Some("messages".into()),
-        ));
-    }
-    serde_json::from_value(value)
-        .map_err(|e| ApiError::bad_request(format!("invalid request: {e}"), None))
-}
-
-fn failure(message: String, client_error: bool) -> ApiError {
-    if client_error {
-        ApiError::bad_request(message, None)
-    } else {
-        ApiError::new(500, "server_error", message)
-    }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-fn new_id(kind: Kind) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let prefix = match kind {
-        Kind::Chat => "chatcmpl",
-        Kind::Text => "cmpl",
-    };
-    format!("{prefix}-{nanos:x}{n:04x}")
 }
 
 fn usage_json(u: &Usage) -> Value {
@@ -262,23 +115,24 @@ fn usage_json(u: &Usage) -> Value {
     })
 }
 
-/// A tool-call piece as it appears in a streamed `delta.tool_calls`.
-fn tool_call_delta_json(d: &ToolCallDelta) -> Value {
-    match (&d.id, &d.name) {
-        (Some(id), Some(name)) => json!({
+/// A tool-call piece as it appears in a streamed `delta.tool_calls`; ids
+/// are the response's prefix and the call's index.
+fn tool_call_delta_json(d: &ToolCallDelta, call_ids: &str) -> Value {
+    match &d.name {
+        Some(name) => json!({
             "index": d.index,
-            "id": id,
+            "id": format!("{call_ids}_{}", d.index),
             "type": "function",
             "function": {"name": name, "arguments": d.arguments},
         }),
-        _ => json!({"index": d.index, "function": {"arguments": d.arguments}}),
+        None => json!({"index": d.index, "function": {"arguments": d.arguments}}),
     }
 }
 
 /// A whole call as it appears in a response's `message.tool_calls`.
-fn tool_call_json(c: &ParsedToolCall) -> Value {
+fn tool_call_json(index: usize, c: &ParsedToolCall, call_ids: &str) -> Value {
     json!({
-        "id": c.id,
+        "id": format!("{call_ids}_{index}"),
         "type": "function",
         "function": {"name": c.name, "arguments": c.arguments},
     })
@@ -291,7 +145,12 @@ fn logprobs_json(items: &[TokenLogprob]) -> Value {
 /// The assistant message of a whole response. `content` is null when the
 /// turn is only tool calls, as OpenAI sends it; `reasoning_content` and
 /// `tool_calls` appear when there are some.
-fn chat_message(content: String, reasoning: String, calls: &[ParsedToolCall]) -> Value {
+fn chat_message(
+    content: String,
+    reasoning: String,
+    calls: &[ParsedToolCall],
+    call_ids: &str,
+) -> Value {
     let mut m = json!({"role": "assistant", "content": content});
     if calls.is_empty() {
         return with_reasoning(m, reasoning);
@@ -299,7 +158,11 @@ fn chat_message(content: String, reasoning: String, calls: &[ParsedToolCall]) ->
     if m["content"] == "" {
         m["content"] = Value::Null;
     }
-    m["tool_calls"] = calls.iter().map(tool_call_json).collect();
+    m["tool_calls"] = calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| tool_call_json(i, c, call_ids))
+        .collect();
     with_reasoning(m, reasoning)
 }
 
@@ -312,10 +175,12 @@ fn with_reasoning(mut m: Value, reasoning: String) -> Value {
 
 /// A request's output as OpenAI stream chunks (`chat.completion.chunk` or
 /// `text_completion`), one per engine event; also folds into a whole body.
-pub struct ChunkStream {
+struct ChunkStream {
     stream: RequestStream,
     kind: Kind,
     id: String,
+    /// Tool-call ids are this and the call's index.
+    call_ids: String,
     created: u64,
     model: String,
     fingerprint: String,
@@ -329,10 +194,9 @@ pub struct ChunkStream {
 }
 
 impl ChunkStream {
-    /// The next chunk; `None` after the last one (then a transport sends
-    /// its end marker, `data: [DONE]` for SSE). An engine failure becomes
-    /// an `{"error": ...}` chunk.
-    pub async fn next(&mut self) -> Option<Value> {
+    /// The next chunk; `None` after the last one. An engine failure
+    /// becomes an `{"error": ...}` chunk.
+    async fn next(&mut self) -> Option<Value> {
         if let Some(chunk) = self.queued.pop_front() {
             return Some(chunk);
         }
@@ -379,7 +243,7 @@ impl ChunkStream {
                     // name, empty arguments) stays apart from its fragments.
                     for d in &tool_calls {
                         let chunk = self.choice_chunk(
-                            json!({"tool_calls": [tool_call_delta_json(d)]}),
+                            json!({"tool_calls": [tool_call_delta_json(d, &self.call_ids)]}),
                             None,
                             None,
                         );
@@ -410,11 +274,14 @@ impl ChunkStream {
                     client_error,
                 }) => {
                     self.done = true;
-                    return Some(failure(message, client_error).body());
+                    return Some(ApiError::failure(message, client_error).body(Protocol::OpenAi));
                 }
                 None => {
                     self.done = true;
-                    return Some(ApiError::new(500, "server_error", "the engine stopped").body());
+                    return Some(
+                        ApiError::new(500, "server_error", "the engine stopped")
+                            .body(Protocol::OpenAi),
+                    );
                 }
             }
         }
@@ -467,7 +334,7 @@ impl ChunkStream {
             .stream
             .collect()
             .await
-            .map_err(|f| failure(f.message, f.client_error))?;
+            .map_err(|f| ApiError::failure(f.message, f.client_error))?;
         let finish_reason = c.finish_reason.expect("a finished completion").as_str();
         let lp = self.logprobs.then(|| logprobs_json(&c.logprobs));
         let (object, choice) = match self.kind {
@@ -475,7 +342,7 @@ impl ChunkStream {
                 "chat.completion",
                 json!({
                     "index": 0,
-                    "message": chat_message(c.text, c.reasoning, &c.tool_calls),
+                    "message": chat_message(c.text, c.reasoning, &c.tool_calls, &self.call_ids),
                     "logprobs": lp,
                     "finish_reason": finish_reason,
                 }),

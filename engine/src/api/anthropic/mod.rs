@@ -1,0 +1,321 @@
+//! Anthropic's Messages API over the engine: `POST /v1/messages` (whole or
+//! streamed) and `POST /v1/messages/count_tokens`.
+//!
+//! Reasoning becomes `thinking` blocks, content `text` blocks and calls
+//! `tool_use` blocks, in that order; a stream opens and closes each block
+//! with its own events, in Anthropic's order: `message_start`, `ping`,
+//! `content_block_start` / `_delta` / `_stop` per block, `message_delta`
+//! (stop reason, output tokens), `message_stop`.
+
+mod request;
+
+use std::collections::VecDeque;
+
+use serde_json::{json, Value};
+
+use crate::api::context::{new_id, ApiContext, ApiResponse, SseEvent};
+use crate::api::error::{ApiError, Protocol};
+use crate::parsers::ParsedToolCall;
+use crate::runtime::{EngineEvent, FinishReason, RequestStream, Usage};
+
+use request::MessagesRequest;
+
+impl ApiContext {
+    /// `POST /v1/messages`.
+    pub async fn messages(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
+        let request = MessagesRequest::from_json(body)?;
+        self.check_model(request.model.as_deref())?;
+        let generation = request.to_generation(true)?;
+        let stream = self.engine.submit(&generation)?;
+        let grammar = stream.grammar;
+        let reply = Reply {
+            id: new_id("msg_"),
+            tool_ids: new_id("toolu_"),
+            model: self.model().to_string(),
+            stops: generation.stop,
+        };
+        if request.stream {
+            let events = MessageEvents {
+                reply,
+                stream,
+                open: None,
+                blocks: 0,
+                started: false,
+                done: false,
+                queued: VecDeque::new(),
+            };
+            let events = futures_util::stream::unfold(events, |mut s| async move {
+                s.next().await.map(|e| (e, s))
+            });
+            return Ok(ApiResponse::Stream {
+                events: Box::pin(events),
+                grammar,
+            });
+        }
+        let c = stream
+            .collect()
+            .await
+            .map_err(|f| ApiError::failure(f.message, f.client_error))?;
+        let finish = c.finish_reason.expect("a finished completion");
+        let mut content = Vec::new();
+        if !c.reasoning.is_empty() {
+            content.push(json!({"type": "thinking", "thinking": c.reasoning, "signature": ""}));
+        }
+        if !c.text.is_empty() || c.tool_calls.is_empty() {
+            content.push(json!({"type": "text", "text": c.text}));
+        }
+        for (i, call) in c.tool_calls.iter().enumerate() {
+            content.push(reply.tool_use(i, call));
+        }
+        let mut body = reply.message(content, &c.usage);
+        body["stop_reason"] = stop_reason(finish).into();
+        body["stop_sequence"] = reply.stop_sequence(finish);
+        body["usage"]["output_tokens"] = c.usage.completion_tokens.into();
+        Ok(ApiResponse::Complete { body, grammar })
+    }
+
+    /// `POST /v1/messages/count_tokens`: the prompt's tokens, as the model
+    /// would see them (template and tools included).
+    pub async fn count_tokens(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
+        let request = MessagesRequest::from_json(body)?;
+        self.check_model(request.model.as_deref())?;
+        let generation = request.to_generation(false)?;
+        let tokens = self.engine.prompt_tokens(&generation)?;
+        Ok(ApiResponse::Complete {
+            body: json!({"input_tokens": tokens.len()}),
+            grammar: crate::runtime::GrammarMode::None,
+        })
+    }
+}
+
+/// What every part of one reply shares.
+struct Reply {
+    id: String,
+    /// `tool_use` ids are this and the call's index.
+    tool_ids: String,
+    model: String,
+    stops: Vec<String>,
+}
+
+impl Reply {
+    /// The message object, before its stop reason is known.
+    fn message(&self, content: Vec<Value>, usage: &Usage) -> Value {
+        json!({
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": content,
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": usage_json(usage, 0),
+        })
+    }
+
+    fn tool_use(&self, index: usize, call: &ParsedToolCall) -> Value {
+        // The engine's parser gives a JSON object's text; anything else
+        // goes through as a string so a client sees what was generated.
+        let input = serde_json::from_str::<Value>(&call.arguments)
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        json!({
+            "type": "tool_use",
+            "id": format!("{}_{index}", self.tool_ids),
+            "name": call.name,
+            "input": input,
+        })
+    }
+
+    fn stop_sequence(&self, finish: FinishReason) -> Value {
+        match finish {
+            FinishReason::StopSequence(k) => self.stops.get(k).cloned().into(),
+            _ => Value::Null,
+        }
+    }
+}
+
+fn stop_reason(finish: FinishReason) -> &'static str {
+    match finish {
+        FinishReason::Stop => "end_turn",
+        FinishReason::StopSequence(_) => "stop_sequence",
+        FinishReason::Length => "max_tokens",
+        FinishReason::ToolCalls => "tool_use",
+    }
+}
+
+/// Anthropic counts uncached input apart from what was read from cache.
+fn usage_json(u: &Usage, output_tokens: usize) -> Value {
+    json!({
+        "input_tokens": u.prompt_tokens - u.cached_tokens.min(u.prompt_tokens),
+        "cache_read_input_tokens": u.cached_tokens,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": output_tokens,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Thinking,
+    Text,
+    ToolUse,
+}
+
+/// A streamed reply's events, built from the engine's.
+struct MessageEvents {
+    reply: Reply,
+    stream: RequestStream,
+    /// The open content block.
+    open: Option<Block>,
+    /// Blocks opened so far (the next block's index).
+    blocks: usize,
+    started: bool,
+    done: bool,
+    queued: VecDeque<SseEvent>,
+}
+
+impl MessageEvents {
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(e) = self.queued.pop_front() {
+                return Some(e);
+            }
+            if self.done {
+                return None;
+            }
+            match self.stream.next().await {
+                Some(EngineEvent::Started {
+                    prompt_tokens,
+                    cached_tokens,
+                }) => {
+                    let usage = Usage {
+                        prompt_tokens,
+                        cached_tokens,
+                        ..Default::default()
+                    };
+                    self.start(&usage);
+                }
+                Some(EngineEvent::Delta {
+                    text,
+                    reasoning,
+                    tool_calls,
+                    ..
+                }) => {
+                    if !reasoning.is_empty() {
+                        self.ensure_open(Block::Thinking);
+                        self.delta(json!({"type": "thinking_delta", "thinking": reasoning}));
+                    }
+                    if !text.is_empty() {
+                        self.ensure_open(Block::Text);
+                        self.delta(json!({"type": "text_delta", "text": text}));
+                    }
+                    for piece in tool_calls {
+                        if let Some(name) = &piece.name {
+                            self.close();
+                            let block = json!({
+                                "type": "tool_use",
+                                "id": format!("{}_{}", self.reply.tool_ids, piece.index),
+                                "name": name,
+                                "input": {},
+                            });
+                            self.open_block(Block::ToolUse, block);
+                        }
+                        if !piece.arguments.is_empty() {
+                            self.delta(json!({
+                                "type": "input_json_delta",
+                                "partial_json": piece.arguments,
+                            }));
+                        }
+                    }
+                }
+                Some(EngineEvent::Finished {
+                    finish_reason,
+                    usage,
+                }) => {
+                    self.start(&usage);
+                    if self.blocks == 0 {
+                        self.ensure_open(Block::Text);
+                    }
+                    self.close();
+                    self.push(
+                        "message_delta",
+                        json!({
+                            "type": "message_delta",
+                            "delta": {
+                                "stop_reason": stop_reason(finish_reason),
+                                "stop_sequence": self.reply.stop_sequence(finish_reason),
+                            },
+                            "usage": {"output_tokens": usage.completion_tokens},
+                        }),
+                    );
+                    self.push("message_stop", json!({"type": "message_stop"}));
+                    self.done = true;
+                }
+                Some(EngineEvent::Failed {
+                    message,
+                    client_error,
+                }) => self.fail(ApiError::failure(message, client_error)),
+                None => self.fail(ApiError::new(500, "server_error", "the engine stopped")),
+            }
+        }
+    }
+
+    /// `message_start` and a `ping`, once.
+    fn start(&mut self, usage: &Usage) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let message = self.reply.message(Vec::new(), usage);
+        self.push(
+            "message_start",
+            json!({"type": "message_start", "message": message}),
+        );
+        self.push("ping", json!({"type": "ping"}));
+    }
+
+    fn ensure_open(&mut self, kind: Block) {
+        if self.open == Some(kind) && kind != Block::ToolUse {
+            return;
+        }
+        self.close();
+        let block = match kind {
+            Block::Thinking => json!({"type": "thinking", "thinking": "", "signature": ""}),
+            _ => json!({"type": "text", "text": ""}),
+        };
+        self.open_block(kind, block);
+    }
+
+    fn open_block(&mut self, kind: Block, block: Value) {
+        self.push(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": self.blocks, "content_block": block}),
+        );
+        self.open = Some(kind);
+        self.blocks += 1;
+    }
+
+    fn delta(&mut self, delta: Value) {
+        self.push(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": self.blocks - 1, "delta": delta}),
+        );
+    }
+
+    fn close(&mut self) {
+        if self.open.take().is_some() {
+            self.push(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": self.blocks - 1}),
+            );
+        }
+    }
+
+    fn fail(&mut self, e: ApiError) {
+        self.done = true;
+        self.queued
+            .push_back(SseEvent::named("error", &e.body(Protocol::Anthropic)));
+    }
+
+    fn push(&mut self, name: &str, data: Value) {
+        self.queued.push_back(SseEvent::named(name, &data));
+    }
+}

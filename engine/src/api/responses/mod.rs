@@ -1,0 +1,422 @@
+//! OpenAI's Responses API over the engine: `POST /v1/responses`, whole or
+//! streamed.
+//!
+//! The output is a list of items: a `reasoning` item (the model's
+//! reasoning as `reasoning_text`), a `message` with one `output_text`
+//! part, and a `function_call` item per call. A stream announces each item
+//! (`response.output_item.added`), sends its text or arguments in deltas,
+//! closes it (`...done`, `response.output_item.done`), and ends with
+//! `response.completed` (or `response.incomplete` when `max_output_tokens`
+//! ran out) carrying the whole response; every event has a
+//! `sequence_number`.
+
+mod request;
+
+use std::collections::VecDeque;
+
+use serde_json::{json, Value};
+
+use crate::api::context::{new_id, unix_now, ApiContext, ApiResponse, SseEvent};
+use crate::api::error::ApiError;
+use crate::runtime::{EngineEvent, FinishReason, RequestStream, TokenLogprob, Usage};
+
+use request::{ResponsesRequest, PARAM_NAMES};
+
+impl ApiContext {
+    /// `POST /v1/responses`.
+    pub async fn responses(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
+        self.responses_inner(body)
+            .await
+            .map_err(|e| e.renaming(PARAM_NAMES))
+    }
+
+    async fn responses_inner(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
+        let request = ResponsesRequest::from_json(body)?;
+        self.check_model(request.model.as_deref())?;
+        let generation = request.to_generation()?;
+        let stream = self.engine.submit(&generation)?;
+        let grammar = stream.grammar;
+        let id = new_id("resp_");
+        let echo = json!({
+            "id": id,
+            "object": "response",
+            "created_at": unix_now(),
+            "status": "in_progress",
+            "error": null,
+            "incomplete_details": null,
+            "instructions": request.instructions,
+            "max_output_tokens": request.max_output_tokens,
+            "model": self.model(),
+            "output": [],
+            "parallel_tool_calls": true,
+            "previous_response_id": null,
+            "reasoning": {"effort": null, "summary": null},
+            "store": false,
+            "temperature": generation.sampling.temperature,
+            "top_p": generation.sampling.top_p,
+            "text": request.text.clone().unwrap_or_else(|| json!({"format": {"type": "text"}})),
+            "tool_choice": request.tool_choice.clone().unwrap_or_else(|| json!("auto")),
+            "tools": request.tools.clone().unwrap_or_default(),
+            "truncation": "disabled",
+            "usage": null,
+            "metadata": {},
+        });
+        let mut out = Output {
+            response: echo,
+            items: Vec::new(),
+            call_ids: new_id("call_"),
+            logprobs: generation.logprobs.is_some(),
+        };
+        if request.stream {
+            let events = ResponseEvents {
+                out,
+                stream,
+                open: None,
+                sequence: 0,
+                started: false,
+                done: false,
+                queued: VecDeque::new(),
+            };
+            let events = futures_util::stream::unfold(events, |mut s| async move {
+                s.next().await.map(|e| (e, s))
+            });
+            return Ok(ApiResponse::Stream {
+                events: Box::pin(events),
+                grammar,
+            });
+        }
+        let c = stream
+            .collect()
+            .await
+            .map_err(|f| ApiError::failure(f.message, f.client_error))?;
+        if !c.reasoning.is_empty() {
+            out.push(Kind::Reasoning, None);
+            out.items[0].text = c.reasoning;
+        }
+        if !c.text.is_empty() || c.tool_calls.is_empty() {
+            let k = out.push(Kind::Message, None);
+            out.items[k].text = c.text;
+            out.items[k].logprobs = c.logprobs;
+        }
+        for call in &c.tool_calls {
+            let k = out.push(Kind::FunctionCall, Some(call.name.clone()));
+            out.items[k].text = call.arguments.clone();
+        }
+        let finish = c.finish_reason.expect("a finished completion");
+        Ok(ApiResponse::Complete {
+            body: out.finished(finish, &c.usage),
+            grammar,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Reasoning,
+    Message,
+    FunctionCall,
+}
+
+/// One output item as it grows.
+struct Item {
+    kind: Kind,
+    id: String,
+    /// Function calls: the call's name.
+    name: Option<String>,
+    /// Reasoning or message text, or a call's arguments.
+    text: String,
+    logprobs: Vec<TokenLogprob>,
+    /// Function calls: the call's index among the reply's calls.
+    call_index: usize,
+}
+
+/// The response being built: its echo of the request and its items.
+struct Output {
+    response: Value,
+    items: Vec<Item>,
+    /// Function-call ids are this and the call's index.
+    call_ids: String,
+    logprobs: bool,
+}
+
+impl Output {
+    fn push(&mut self, kind: Kind, name: Option<String>) -> usize {
+        let prefix = match kind {
+            Kind::Reasoning => "rs_",
+            Kind::Message => "msg_",
+            Kind::FunctionCall => "fc_",
+        };
+        let call_index = self
+            .items
+            .iter()
+            .filter(|i| i.kind == Kind::FunctionCall)
+            .count();
+        self.items.push(Item {
+            kind,
+            id: new_id(prefix),
+            name,
+            text: String::new(),
+            logprobs: Vec::new(),
+            call_index,
+        });
+        self.items.len() - 1
+    }
+
+    /// Item `k` as JSON, `done` or still in progress (empty).
+    fn item_json(&self, k: usize, done: bool) -> Value {
+        let item = &self.items[k];
+        let status = if done { "completed" } else { "in_progress" };
+        let text = if done { item.text.as_str() } else { "" };
+        match item.kind {
+            Kind::Reasoning => json!({
+                "type": "reasoning",
+                "id": item.id,
+                "summary": [],
+                "content": if done { json!([{"type": "reasoning_text", "text": text}]) } else { json!([]) },
+            }),
+            Kind::Message => json!({
+                "type": "message",
+                "id": item.id,
+                "status": status,
+                "role": "assistant",
+                "content": if done { json!([self.text_part(item)]) } else { json!([]) },
+            }),
+            Kind::FunctionCall => json!({
+                "type": "function_call",
+                "id": item.id,
+                "call_id": format!("{}_{}", self.call_ids, item.call_index),
+                "name": item.name,
+                "arguments": text,
+                "status": status,
+            }),
+        }
+    }
+
+    fn text_part(&self, item: &Item) -> Value {
+        let mut part = json!({"type": "output_text", "text": item.text, "annotations": []});
+        if self.logprobs {
+            part["logprobs"] = logprobs_json(&item.logprobs);
+        }
+        part
+    }
+
+    /// The whole response at its end.
+    fn finished(&self, finish: FinishReason, usage: &Usage) -> Value {
+        let mut r = self.response.clone();
+        r["output"] = (0..self.items.len())
+            .map(|k| self.item_json(k, true))
+            .collect();
+        if finish == FinishReason::Length {
+            r["status"] = "incomplete".into();
+            r["incomplete_details"] = json!({"reason": "max_output_tokens"});
+        } else {
+            r["status"] = "completed".into();
+        }
+        r["usage"] = json!({
+            "input_tokens": usage.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+            "output_tokens": usage.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        });
+        r
+    }
+}
+
+fn logprobs_json(items: &[TokenLogprob]) -> Value {
+    items
+        .iter()
+        .map(|t| {
+            json!({
+                "token": t.token,
+                "logprob": t.logprob,
+                "bytes": t.bytes,
+                "top_logprobs": t.top_logprobs,
+            })
+        })
+        .collect()
+}
+
+/// A streamed response's events, built from the engine's.
+struct ResponseEvents {
+    out: Output,
+    stream: RequestStream,
+    /// The item receiving deltas.
+    open: Option<usize>,
+    sequence: u64,
+    started: bool,
+    done: bool,
+    queued: VecDeque<SseEvent>,
+}
+
+impl ResponseEvents {
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(e) = self.queued.pop_front() {
+                return Some(e);
+            }
+            if self.done {
+                return None;
+            }
+            if !self.started {
+                self.started = true;
+                let r = self.out.response.clone();
+                self.push(json!({"type": "response.created", "response": r}));
+                self.push(json!({"type": "response.in_progress", "response": r}));
+                continue;
+            }
+            match self.stream.next().await {
+                Some(EngineEvent::Started { .. }) => {}
+                Some(EngineEvent::Delta {
+                    text,
+                    reasoning,
+                    tool_calls,
+                    logprobs,
+                }) => {
+                    if !reasoning.is_empty() {
+                        let k = self.ensure_open(Kind::Reasoning);
+                        self.out.items[k].text.push_str(&reasoning);
+                        let id = self.out.items[k].id.clone();
+                        self.push(json!({
+                            "type": "response.reasoning_text.delta",
+                            "item_id": id, "output_index": k, "content_index": 0,
+                            "delta": reasoning,
+                        }));
+                    }
+                    if !text.is_empty() {
+                        let k = self.ensure_open(Kind::Message);
+                        self.out.items[k].text.push_str(&text);
+                        let lp = self.out.logprobs.then(|| logprobs_json(&logprobs));
+                        self.out.items[k].logprobs.extend(logprobs);
+                        let id = self.out.items[k].id.clone();
+                        let mut e = json!({
+                            "type": "response.output_text.delta",
+                            "item_id": id, "output_index": k, "content_index": 0,
+                            "delta": text,
+                        });
+                        if let Some(lp) = lp {
+                            e["logprobs"] = lp;
+                        }
+                        self.push(e);
+                    }
+                    for piece in tool_calls {
+                        if let Some(name) = piece.name {
+                            self.close();
+                            let k = self.out.push(Kind::FunctionCall, Some(name));
+                            self.open_item(k);
+                        }
+                        if let (Some(k), false) = (self.open, piece.arguments.is_empty()) {
+                            self.out.items[k].text.push_str(&piece.arguments);
+                            let id = self.out.items[k].id.clone();
+                            self.push(json!({
+                                "type": "response.function_call_arguments.delta",
+                                "item_id": id, "output_index": k, "delta": piece.arguments,
+                            }));
+                        }
+                    }
+                }
+                Some(EngineEvent::Finished {
+                    finish_reason,
+                    usage,
+                }) => {
+                    if self.out.items.is_empty() {
+                        self.ensure_open(Kind::Message);
+                    }
+                    self.close();
+                    let response = self.out.finished(finish_reason, &usage);
+                    let kind = if finish_reason == FinishReason::Length {
+                        "response.incomplete"
+                    } else {
+                        "response.completed"
+                    };
+                    self.push(json!({"type": kind, "response": response}));
+                    self.done = true;
+                }
+                Some(EngineEvent::Failed {
+                    message,
+                    client_error,
+                }) => self.fail(ApiError::failure(message, client_error)),
+                None => self.fail(ApiError::new(500, "server_error", "the engine stopped")),
+            }
+        }
+    }
+
+    /// The open item if it is of `kind`, else a new one.
+    fn ensure_open(&mut self, kind: Kind) -> usize {
+        if let Some(k) = self.open {
+            if self.out.items[k].kind == kind && kind != Kind::FunctionCall {
+                return k;
+            }
+        }
+        self.close();
+        let k = self.out.push(kind, None);
+        self.open_item(k);
+        k
+    }
+
+    fn open_item(&mut self, k: usize) {
+        let item = self.out.item_json(k, false);
+        self.push(json!({"type": "response.output_item.added", "output_index": k, "item": item}));
+        if self.out.items[k].kind == Kind::Message {
+            let id = self.out.items[k].id.clone();
+            self.push(json!({
+                "type": "response.content_part.added",
+                "item_id": id, "output_index": k, "content_index": 0,
+                "part": {"type": "output_text", "text": "", "annotations": []},
+            }));
+        }
+        self.open = Some(k);
+    }
+
+    fn close(&mut self) {
+        let Some(k) = self.open.take() else {
+            return;
+        };
+        let item = &self.out.items[k];
+        let (id, text) = (item.id.clone(), item.text.clone());
+        match item.kind {
+            Kind::Reasoning => self.push(json!({
+                "type": "response.reasoning_text.done",
+                "item_id": id, "output_index": k, "content_index": 0, "text": text,
+            })),
+            Kind::Message => {
+                let part = self.out.text_part(item);
+                self.push(json!({
+                    "type": "response.output_text.done",
+                    "item_id": id, "output_index": k, "content_index": 0, "text": text,
+                }));
+                self.push(json!({
+                    "type": "response.content_part.done",
+                    "item_id": id, "output_index": k, "content_index": 0, "part": part,
+                }));
+            }
+            Kind::FunctionCall => {
+                let name = item.name.clone();
+                self.push(json!({
+                    "type": "response.function_call_arguments.done",
+                    "item_id": id, "output_index": k, "name": name, "arguments": text,
+                }));
+            }
+        }
+        let item = self.out.item_json(k, true);
+        self.push(json!({"type": "response.output_item.done", "output_index": k, "item": item}));
+    }
+
+    fn fail(&mut self, e: ApiError) {
+        self.done = true;
+        self.push(json!({
+            "type": "error",
+            "code": e.code,
+            "message": e.message,
+            "param": e.param,
+        }));
+    }
+
+    /// Queues an event, numbered, named by its type.
+    fn push(&mut self, mut data: Value) {
+        data["sequence_number"] = self.sequence.into();
+        self.sequence += 1;
+        let name = data["type"].as_str().unwrap_or("message").to_string();
+        self.queued.push_back(SseEvent::named(&name, &data));
+    }
+}
