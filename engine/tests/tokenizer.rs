@@ -63,3 +63,19 @@ fn streaming_never_emits_half_a_character() {
     assert_eq!(out, text);
     assert!(held > 0, "some token should have been held back");
 }
+
+#[test]
+fn a_character_cut_at_the_end_is_dropped_not_replaced() {
+    let tok = smollm2_tokenizer();
+    let ids = tok.encode("ok 🚀").unwrap();
+    let whole = ids.len();
+    // Stop one token short of the rocket's last byte.
+    let mut dec = IncrementalDecoder::new();
+    let mut out = String::new();
+    for &id in &ids[..whole - 1] {
+        out.push_str(&dec.push(&tok, id).unwrap());
+    }
+    out.push_str(&dec.finish(&tok).unwrap());
+    assert!(tok.decode(&ids[..whole - 1]).unwrap().ends_with('\u{FFFD}'));
+    assert_eq!(out, "ok ");
+}

@@ -14,16 +14,19 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::checks::clip_to;
+use crate::outcome::clip_to;
 use crate::reply::Reply;
-use crate::target::{Exchange, Target};
+use crate::target::{Auth, Exchange, Outgoing, Target};
 
 /// Every capability a case may require. `batch_invariance` is not probed
 /// (its cases are the test); it is absent only when the target says so:
 /// the in-process engine whose model refuses `--deterministic` (routed
 /// experts), or `--assume-absent`.
-pub const ALL: [&str; 9] = [
+pub const ALL: [&str; 12] = [
     "chat",
+    "messages",
+    "responses",
+    "api_key",
     "streaming",
     "completions",
     "logprobs",
@@ -165,6 +168,30 @@ impl Capabilities {
                 State::Broken
             };
             self.set("chat", state, outcome(&chat));
+        }
+        if wanted(&self, "messages") {
+            let m = target
+                .post(
+                    "/v1/messages",
+                    &json!({"max_tokens": 8, "messages": [{"role": "user", "content": "Say hello."}]}),
+                )
+                .await;
+            let ok = m.status == 200 && m.body["type"] == "message";
+            self.set("messages", endpoint_state(&m, ok), outcome(&m));
+        }
+        if wanted(&self, "responses") {
+            let r = target
+                .post(
+                    "/v1/responses",
+                    &json!({"input": "Say hello.", "max_output_tokens": 16}),
+                )
+                .await;
+            let ok = r.status == 200 && r.body["object"] == "response";
+            self.set("responses", endpoint_state(&r, ok), outcome(&r));
+        }
+        if wanted(&self, "api_key") {
+            let (state, evidence) = probe_api_key(target).await;
+            self.set("api_key", state, evidence);
         }
         if !chat_ok {
             // Nothing else can be told apart; every case runs and shows why.
@@ -368,6 +395,40 @@ async fn probe_grammar(target: &Target) -> (State, String) {
         );
         evidence.push_str(&format!("; {seen}"));
         state
+    };
+    (state, evidence)
+}
+
+/// An endpoint's probe: it works, it is not there (404, 405, 501), or it
+/// fails otherwise.
+fn endpoint_state(ex: &Exchange, ok: bool) -> State {
+    if ok {
+        State::Present
+    } else if matches!(ex.status, 404 | 405 | 501) {
+        State::Absent
+    } else {
+        State::Broken
+    }
+}
+
+/// Key checks need a key: without one given there is nothing to check
+/// (absent, by the user's word); with one, a request without it must be
+/// refused.
+async fn probe_api_key(target: &Target) -> (State, String) {
+    if target.api_key().is_none() {
+        return (
+            State::Absent,
+            "no API key given (--api-key; in-process runs set one)".into(),
+        );
+    }
+    let mut out = Outgoing::get("/v1/models");
+    out.auth = Auth::Missing;
+    let ex = target.send(out).await;
+    let evidence = format!("GET /v1/models without the key -> {}", ex.status);
+    let state = match ex.status {
+        401 | 403 => State::Present,
+        200 => State::Ignored,
+        _ => State::Broken,
     };
     (state, evidence)
 }

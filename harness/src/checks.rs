@@ -10,6 +10,8 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::dialect::Dialect;
+use crate::outcome::{clip, ensure, Outcome};
 use crate::reply::Reply;
 use crate::target::Exchange;
 
@@ -30,8 +32,26 @@ pub enum Check {
     Status {
         equals: u16,
     },
-    /// An OpenAI error body: `error.message` and `error.type` strings, and
-    /// `error.param` when given.
+    /// The HTTP status is one of these.
+    StatusIn {
+        any: Vec<u16>,
+    },
+    /// A response header is present (any value).
+    HeaderPresent {
+        name: String,
+    },
+    /// The body's value at a JSON pointer is a positive integer.
+    JsonPointerPositive {
+        pointer: String,
+    },
+    /// No stream event's text ends in half a character (U+FFFD) with more
+    /// text after it: a multi-byte character split between events. (A
+    /// U+FFFD inside an event is the model's own invalid bytes, and one at
+    /// the very end a character cut by `max_tokens`: neither is the
+    /// server splitting.)
+    NoSplitCharacters,
+    /// The protocol's error body: `error.message` and `error.type` strings
+    /// (Anthropic's also `"type": "error"`), and `error.param` when given.
     ErrorBody {
         #[serde(default)]
         param: Option<String>,
@@ -114,7 +134,8 @@ pub enum Check {
     Logprobs {
         top: usize,
     },
-    /// The stream follows OpenAI's SSE protocol.
+    /// The stream follows its protocol's event rules (OpenAI chunks and
+    /// `[DONE]`, Anthropic's event order, Responses' numbered events).
     Sse,
     Header {
         name: String,
@@ -133,9 +154,13 @@ pub enum Check {
     },
     /// Each subject's prompt is longer than step `of`'s prompt and reply
     /// together (usage): the whole conversation reached the model, whatever
-    /// the model then makes of it.
+    /// the model then makes of it. `with_reply = false`: longer than step
+    /// `of`'s prompt alone (a tool call is sent back rewritten, as a call,
+    /// not as the text the model generated).
     PromptHoldsHistory {
         of: usize,
+        #[serde(default = "yes")]
+        with_reply: bool,
     },
     /// No word 4-gram occurs more than `max` times (repetition loops).
     NoRepetition {
@@ -143,6 +168,10 @@ pub enum Check {
     },
     /// `GET /v1/models` lists at least one model with an id.
     ModelsList,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A failed check: what it wanted and what it saw.
@@ -283,7 +312,10 @@ impl CheckSpec {
                     })
                     .collect()
             }
-            Check::PromptHoldsHistory { of: step } => {
+            Check::PromptHoldsHistory {
+                of: step,
+                with_reply,
+            } => {
                 let Some(earlier) = steps.get(*step).map(Reply::of) else {
                     return vec![fail(format!("step {step}"), "no such step".into())];
                 };
@@ -296,6 +328,7 @@ impl CheckSpec {
                         "no prompt_tokens/completion_tokens".into(),
                     )];
                 };
+                let c0 = if *with_reply { c0 } else { 0 };
                 on.iter()
                     .filter(|&&i| i != *step)
                     .filter_map(|&i| {
@@ -357,32 +390,6 @@ fn normalized_json(text: &str) -> String {
         .unwrap_or_else(|_| text.to_string())
 }
 
-fn clip(s: &str) -> String {
-    clip_to(s, 400)
-}
-
-/// `s` quoted, cut at a character boundary after `max` bytes.
-pub(crate) fn clip_to(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return format!("{s:?}");
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{:?}… ({} bytes)", &s[..end], s.len())
-}
-
-type Outcome = std::result::Result<(), (String, String)>;
-
-fn ensure(ok: bool, expected: impl Into<String>, actual: impl FnOnce() -> String) -> Outcome {
-    if ok {
-        Ok(())
-    } else {
-        Err((expected.into(), actual()))
-    }
-}
-
 fn check_one(check: &Check, ex: &Exchange) -> Outcome {
     if let Some(e) = &ex.transport_error {
         return Err(("a response".into(), format!("transport error: {e}")));
@@ -394,11 +401,54 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
                 format!("status {}: {}", ex.status, clip(&ex.body.to_string()))
             })
         }
+        Check::StatusIn { any } => ensure(
+            any.contains(&ex.status),
+            format!("status in {any:?}"),
+            || format!("status {}: {}", ex.status, clip(&ex.body.to_string())),
+        ),
+        Check::HeaderPresent { name } => ensure(
+            ex.headers.contains_key(&name.to_ascii_lowercase()),
+            format!("header {name}"),
+            || format!("{:?}", ex.headers.keys().collect::<Vec<_>>()),
+        ),
+        Check::JsonPointerPositive { pointer } => {
+            let v = ex.body.pointer(pointer);
+            ensure(
+                v.and_then(Value::as_u64).is_some_and(|n| n > 0),
+                format!("a positive integer at {pointer}"),
+                || clip(&ex.body.to_string()),
+            )
+        }
+        Check::NoSplitCharacters => {
+            let pieces = ex.dialect.text_deltas(ex);
+            let split = pieces
+                .iter()
+                .enumerate()
+                .take(pieces.len().saturating_sub(1))
+                .find(|(_, p)| p.ends_with('\u{FFFD}'));
+            match split {
+                Some((k, p)) => Err((
+                    "no text delta ending in half a character".into(),
+                    format!(
+                        "delta {k} of {}: {} then {}",
+                        pieces.len(),
+                        clip(p),
+                        clip(&pieces[k + 1])
+                    ),
+                )),
+                None => Ok(()),
+            }
+        }
         Check::ErrorBody { param } => {
             let e = &ex.body["error"];
             let shaped =
                 e["message"].as_str().is_some_and(|m| !m.is_empty()) && e["type"].is_string();
-            ensure(shaped, "an OpenAI error body", || {
+            let protocol = match ex.dialect {
+                Dialect::Anthropic => "an Anthropic error body",
+                _ => "an OpenAI error body",
+            };
+            let anthropic_ok = ex.dialect != Dialect::Anthropic || ex.body["type"] == "error";
+            ensure(shaped && anthropic_ok, protocol, || {
                 clip(&ex.body.to_string())
             })?;
             match param {
@@ -453,11 +503,7 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         Check::JsonSchema { schema } => {
             let schema = schema
                 .clone()
-                .or_else(|| {
-                    ex.request
-                        .pointer("/response_format/json_schema/schema")
-                        .cloned()
-                })
+                .or_else(|| ex.dialect.output_schema(&ex.request))
                 .ok_or(("a schema".into(), "none in the case or request".into()))?;
             let value: Value = serde_json::from_str(r.content.trim())
                 .map_err(|e| ("valid JSON".into(), format!("{e}: {}", clip(&r.content))))?;
@@ -484,7 +530,7 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
             format!("{:?}", r.tool_calls)
         }),
         Check::ToolArgs => {
-            let tools = tool_schemas(&ex.request);
+            let tools = ex.dialect.tool_schemas(&ex.request);
             for c in &r.tool_calls {
                 let args: Value = serde_json::from_str(&c.arguments).map_err(|e| {
                     (
@@ -624,7 +670,7 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
             }
             Ok(())
         }
-        Check::Sse => sse_protocol(ex),
+        Check::Sse => ex.dialect.stream_protocol(ex),
         Check::Header { name, equals } => {
             let got = ex.headers.get(&name.to_ascii_lowercase());
             ensure(got == Some(equals), format!("{name}: {equals}"), || {
@@ -680,76 +726,38 @@ fn schema_errors(schema: &Value, value: &Value) -> Outcome {
     })
 }
 
-fn tool_schemas(request: &Value) -> HashMap<String, Value> {
-    request["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| {
-            let f = &t["function"];
-            Some((
-                f["name"].as_str()?.to_string(),
-                f.get("parameters")
-                    .cloned()
-                    .unwrap_or(serde_json::json!({"type": "object"})),
-            ))
-        })
-        .collect()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
 
-fn sse_protocol(ex: &Exchange) -> Outcome {
-    ensure(ex.status == 200, "status 200", || ex.status.to_string())?;
-    ensure(!ex.chunks.is_empty(), "stream chunks", || {
-        format!("none; body {}", clip(&ex.body.to_string()))
-    })?;
-    ensure(ex.malformed_lines.is_empty(), "only data: lines", || {
-        format!("{:?}", ex.malformed_lines)
-    })?;
-    ensure(ex.done_marker, "data: [DONE] last", || "no [DONE]".into())?;
-    let ids: BTreeSet<&str> = ex.chunks.iter().filter_map(|c| c["id"].as_str()).collect();
-    ensure(ids.len() == 1, "one id for all chunks", || {
-        format!("{ids:?}")
-    })?;
-    let chat = ex.path.ends_with("/chat/completions");
-    let object = if chat {
-        "chat.completion.chunk"
-    } else {
-        "text_completion"
-    };
-    if let Some(c) = ex.chunks.iter().find(|c| c["object"] != object) {
-        return Err((format!("object {object}"), clip(&c.to_string())));
+    fn chat_stream(pieces: &[&str]) -> Exchange {
+        Exchange {
+            path: "/v1/chat/completions".into(),
+            status: 200,
+            streamed: true,
+            chunks: pieces
+                .iter()
+                .map(|p| json!({"choices": [{"delta": {"content": p}}]}))
+                .collect(),
+            ..Default::default()
+        }
     }
-    if chat {
-        let role = ex.chunks[0].pointer("/choices/0/delta/role");
-        ensure(
-            role.and_then(Value::as_str) == Some("assistant"),
-            "the first delta carries role assistant",
-            || clip(&ex.chunks[0].to_string()),
-        )?;
+
+    #[test]
+    fn a_character_split_between_deltas_is_caught() {
+        let spec = CheckSpec {
+            check: Check::NoSplitCharacters,
+            step: None,
+        };
+        // "🎉" sent as half a character in one delta and the rest in the next.
+        let split = chat_stream(&["Party \u{FFFD}", "\u{FFFD} time"]);
+        assert_eq!(spec.evaluate(&[split], &[0]).len(), 1);
+        let whole = chat_stream(&["Party ", "🎉", " time"]);
+        assert!(spec.evaluate(&[whole], &[0]).is_empty());
+        // The model's own invalid bytes inside a delta, or a character cut
+        // by max_tokens at the very end, are not a split.
+        let model = chat_stream(&["bad \u{FFFD} byte", "end \u{FFFD}"]);
+        assert!(spec.evaluate(&[model], &[0]).is_empty());
     }
-    let finishes = ex
-        .chunks
-        .iter()
-        .filter(|c| {
-            c.pointer("/choices/0/finish_reason")
-                .is_some_and(|f| !f.is_null())
-        })
-        .count();
-    ensure(finishes == 1, "one chunk with a finish_reason", || {
-        format!("{finishes}")
-    })?;
-    let wants_usage = ex
-        .request
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        == Some(true);
-    if wants_usage {
-        let last = ex.chunks.last().expect("chunks");
-        ensure(
-            last["usage"].is_object() && last["choices"].as_array().is_some_and(Vec::is_empty),
-            "a final usage chunk with empty choices",
-            || clip(&last.to_string()),
-        )?;
-    }
-    Ok(())
 }

@@ -4,7 +4,8 @@
 //!
 //! Data flow of `afm-test run`: [`suite`] files are loaded and selected,
 //! [`capabilities`] are probed on the [`target`], the [`runner`] plays each
-//! case's scenario and evaluates its [`checks`] on the [`reply`]s, and the
+//! case's scenario and evaluates its [`checks`] on the [`reply`]s (each
+//! protocol's [`dialect`] prepares requests and reads replies), and the
 //! results become a [`report`] (JSON, [`html`], [`junit`]). [`diff`]
 //! compares two reports, with [`known_failures`] attributing old failures.
 //!
@@ -18,12 +19,14 @@
 pub mod bench;
 pub mod capabilities;
 pub mod checks;
+pub mod dialect;
 pub mod diff;
 pub mod filler;
 pub mod html;
 pub mod junit;
 pub mod known_failures;
 pub mod matrix;
+pub mod outcome;
 pub mod profile;
 pub mod reply;
 pub mod report;

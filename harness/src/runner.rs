@@ -8,10 +8,12 @@ use serde_json::Value;
 use tokio::sync::{Barrier, Semaphore};
 
 use crate::capabilities::Capabilities;
+use crate::dialect::Dialect;
 use crate::filler;
+use crate::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
 use crate::suite::{Case, Mode, Scenario, Section, Selection};
-use crate::target::{Exchange, Target};
+use crate::target::{Exchange, Outgoing, Target};
 
 /// Settings of one run.
 #[derive(Debug, Clone)]
@@ -167,30 +169,36 @@ async fn play(
     nonce: &str,
     seed: u64,
 ) -> (Vec<Exchange>, Vec<usize>) {
-    let prepare = |body: &Value, stream: bool, replies: &[String]| {
+    let path = case
+        .path
+        .as_deref()
+        .unwrap_or(Dialect::OpenAi.default_path());
+    let dialect = Dialect::of_path(path);
+    let prepare = |body: &Value, stream: bool, replies: &[Reply]| {
         let mut body = fill(body, nonce, replies);
         if let Value::Object(map) = &mut body {
-            map.entry("seed").or_insert(Value::from(seed));
-            if stream {
-                map.insert("stream".into(), Value::Bool(true));
-                map.entry("stream_options")
-                    .or_insert(serde_json::json!({"include_usage": true}));
-            }
+            dialect.prepare(map, stream, seed);
         }
         body
     };
-    let path = case.path.as_str();
     match &case.scenario {
-        // No request body: a GET (model lists, health).
-        Scenario::Single if case.request.is_null() => (vec![target.get(path).await], vec![0]),
-        Scenario::Single => (
-            vec![
-                target
-                    .post(path, &prepare(&case.request, stream, &[]))
-                    .await,
-            ],
-            vec![0],
-        ),
+        // No request body: a GET (model lists, health) unless the case
+        // names another method.
+        Scenario::Single if case.request.is_null() => {
+            let method = case.method.as_deref().unwrap_or("GET");
+            (
+                vec![target.send(outgoing(case, method, path, None)).await],
+                vec![0],
+            )
+        }
+        Scenario::Single => {
+            let body = serde_json::to_vec(&prepare(&case.request, stream, &[])).expect("JSON");
+            let method = case.method.as_deref().unwrap_or("POST");
+            (
+                vec![target.send(outgoing(case, method, path, Some(body))).await],
+                vec![0],
+            )
+        }
         Scenario::Parallel { n } => {
             let body = prepare(&case.request, stream, &[]);
             let bodies = (0..*n).map(|k| with_slot(&body, k)).collect();
@@ -204,10 +212,10 @@ async fn play(
                     .post(path, &prepare(&case.request, stream, &[]))
                     .await,
             ];
-            let mut replies = vec![crate::reply::Reply::of(&out[0]).content];
+            let mut replies = vec![Reply::of(&out[0])];
             for next in then {
                 let ex = target.post(path, &prepare(next, stream, &replies)).await;
-                replies.push(crate::reply::Reply::of(&ex).content);
+                replies.push(Reply::of(&ex));
                 out.push(ex);
             }
             let last = out.len() - 1;
@@ -255,6 +263,21 @@ async fn play(
     }
 }
 
+/// A single case's request: its method, headers and key handling.
+fn outgoing(case: &Case, method: &str, path: &str, body: Option<Vec<u8>>) -> Outgoing {
+    Outgoing {
+        method: method.to_string(),
+        path: path.to_string(),
+        body,
+        headers: case
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect(),
+        auth: case.auth,
+    }
+}
+
 /// `{{slot}}` replaced by the request's slot among parallel ones.
 fn with_slot(v: &Value, k: usize) -> Value {
     match v {
@@ -294,8 +317,9 @@ async fn together(target: &Target, path: &str, bodies: Vec<Value>) -> Vec<Exchan
 
 /// Replaces placeholders in every string of `v`: `{{nonce}}` (unique to
 /// the case in this run), `{{filler:N}}` (N fixed sentences, a long
-/// prompt), `{{reply:K}}` (step K's content in a sequence).
-pub fn fill(v: &Value, nonce: &str, replies: &[String]) -> Value {
+/// prompt), `{{reply:K}}` (step K's content in a sequence), `{{call_id:K}}`
+/// (the id of step K's first tool call, to answer it).
+pub fn fill(v: &Value, nonce: &str, replies: &[Reply]) -> Value {
     match v {
         Value::String(s) if s.contains("{{") => Value::String(fill_text(s, nonce, replies)),
         Value::Array(items) => {
@@ -310,7 +334,7 @@ pub fn fill(v: &Value, nonce: &str, replies: &[String]) -> Value {
     }
 }
 
-fn fill_text(s: &str, nonce: &str, replies: &[String]) -> String {
+fn fill_text(s: &str, nonce: &str, replies: &[Reply]) -> String {
     let mut out = String::new();
     let mut rest = s;
     while let Some(at) = rest.find("{{") {
@@ -325,7 +349,15 @@ fn fill_text(s: &str, nonce: &str, replies: &[String]) -> String {
             Some(("filler", n)) => out.push_str(&filler::sentences(n.parse().unwrap_or(0))),
             Some(("reply", k)) => {
                 let k: usize = k.parse().unwrap_or(usize::MAX);
-                out.push_str(replies.get(k).map_or("", String::as_str));
+                out.push_str(replies.get(k).map_or("", |r| r.content.as_str()));
+            }
+            Some(("call_id", k)) => {
+                let k: usize = k.parse().unwrap_or(usize::MAX);
+                let id = replies
+                    .get(k)
+                    .and_then(|r| r.tool_calls.first())
+                    .and_then(|c| c.id.as_deref());
+                out.push_str(id.unwrap_or("missing-call-id"));
             }
             _ => out.push_str(&rest[at..at + end + 2]),
         }
@@ -343,7 +375,11 @@ mod tests {
     #[test]
     fn placeholders_are_filled_everywhere() {
         let v = json!({"messages": [{"role": "user", "content": "id {{nonce}}: {{reply:0}} / {{filler:2}} {{other}}"}]});
-        let out = fill(&v, "abc", &["first".into()]);
+        let first = Reply {
+            content: "first".into(),
+            ..Default::default()
+        };
+        let out = fill(&v, "abc", &[first]);
         let text = out["messages"][0]["content"].as_str().unwrap();
         assert!(text.starts_with("id abc: first / Rule 0: "), "{text}");
         assert!(text.contains("Rule 1: "), "{text}");

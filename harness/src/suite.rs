@@ -2,7 +2,7 @@
 //! [`Section`]s of [`Case`]s. Adding a case is editing TOML; the format is
 //! documented in `suites/README.md`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::checks::CheckSpec;
+use crate::dialect::Dialect;
+use crate::target::Auth;
 
 /// How much of the suites a run covers; each tier includes the ones below.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -101,12 +103,23 @@ pub struct Case {
     pub mode: Mode,
     #[serde(default = "single")]
     pub scenario: Scenario,
-    /// The OpenAI request body (placeholders allowed). Ignored by `raw`.
+    /// The request body in the section's protocol (placeholders allowed).
+    /// Ignored by `raw`.
     #[serde(default)]
     pub request: Value,
-    /// Endpoint for the request.
-    #[serde(default = "chat_path")]
-    pub path: String,
+    /// Endpoint for the request; by default the section dialect's.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// `GET` without a request, `POST` with one, unless given (`OPTIONS`
+    /// for CORS preflights).
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Extra request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// How the request carries the target's key (security cases).
+    #[serde(default)]
+    pub auth: Auth,
     #[serde(default, rename = "check")]
     pub checks: Vec<CheckSpec>,
 }
@@ -123,6 +136,10 @@ pub struct Section {
     pub title: String,
     #[serde(default)]
     pub description: String,
+    /// The protocol of the section's requests (`open_ai`, `anthropic`,
+    /// `responses`): their default path, preparation and reading.
+    #[serde(default)]
+    pub dialect: Dialect,
     #[serde(rename = "case")]
     pub cases: Vec<Case>,
 }
@@ -142,6 +159,11 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Section>> {
     let mut ids = BTreeSet::new();
     for f in files {
         let section: Section = crate::toml_input::read(&f, "suite")?;
+        let mut section = section;
+        for c in &mut section.cases {
+            c.path
+                .get_or_insert_with(|| section.dialect.default_path().to_string());
+        }
         for c in &section.cases {
             if !ids.insert(c.id.clone()) {
                 bail!("suite {}: case id '{}' is used twice", f.display(), c.id);

@@ -1,19 +1,21 @@
-//! Where requests go: the in-process engine (through the same OpenAI layer
-//! the server uses, without a socket) or any OpenAI-compatible server over
+//! Where requests go: the in-process engine (afm-serve's own router,
+//! called without a socket through tower's `oneshot`) or any server over
 //! HTTP. Both give back an [`Exchange`]: status, headers, and either a
-//! whole body or the stream's chunks, so every check runs unchanged
-//! against either.
+//! whole body or the stream's events, read by the same code, so every
+//! check runs unchanged against either and SSE framing and routing are
+//! tested in-process too.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use afm_engine::api::GRAMMAR_HEADER;
-use afm_engine::api::{render_metrics, RejectedRequests};
-use afm_engine::api::{ApiContext, ApiResponse};
-use afm_engine::runtime::GrammarMode;
+use afm_engine::api::{router, ApiContext, ServerConfig};
+use futures_util::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::dialect::Dialect;
 
 /// One request and what came back.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -25,15 +27,19 @@ pub struct Exchange {
     pub headers: BTreeMap<String, String>,
     /// The whole JSON body (non-streamed responses and errors).
     pub body: Value,
-    /// Chunk objects of a stream, in order.
+    /// The protocol of the path (how the reply is read).
+    pub dialect: Dialect,
+    /// Chunk objects of a stream (each event's data), in order.
     pub chunks: Vec<Value>,
+    /// Each chunk's SSE `event:` name ("" when it had none).
+    pub events: Vec<String>,
     /// When each chunk arrived, in ms after the request was sent.
     #[serde(skip)]
     pub chunk_millis: Vec<f64>,
-    /// The stream ended with `data: [DONE]`.
+    /// The stream had a `data: [DONE]` line.
     pub done_marker: bool,
     /// Lines of the stream that were not `data: <json>` / `data: [DONE]`
-    /// / blank / comments.
+    /// / `event:` and other SSE fields / blank / comments.
     pub malformed_lines: Vec<String>,
     /// The request never completed (connection refused, reset, timeout).
     pub transport_error: Option<String>,
@@ -44,7 +50,12 @@ pub struct Exchange {
 /// A target of a run.
 #[derive(Clone)]
 pub enum Target {
-    InProcess(Arc<ApiContext>),
+    InProcess {
+        api: Arc<ApiContext>,
+        /// afm-serve's router over `api`.
+        router: axum::Router,
+        api_key: Option<String>,
+    },
     Http {
         client: reqwest::Client,
         base: String,
@@ -56,7 +67,69 @@ pub enum Target {
     },
 }
 
+/// How a request carries the target's API key (security cases send it
+/// wrong or not at all).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Auth {
+    #[default]
+    Given,
+    Missing,
+    Wrong,
+}
+
+/// One request as sent.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub method: String,
+    pub path: String,
+    pub body: Option<Vec<u8>>,
+    /// Extra headers (lower-case names).
+    pub headers: Vec<(String, String)>,
+    pub auth: Auth,
+}
+
+impl Outgoing {
+    pub fn get(path: &str) -> Self {
+        Outgoing {
+            method: "GET".into(),
+            path: path.into(),
+            body: None,
+            headers: Vec::new(),
+            auth: Auth::Given,
+        }
+    }
+
+    pub fn post(path: &str, body: Vec<u8>) -> Self {
+        Outgoing {
+            method: "POST".into(),
+            body: Some(body),
+            ..Outgoing::get(path)
+        }
+    }
+}
+
 impl Target {
+    /// afm-serve's router over `api`, requiring `api_key` when given.
+    pub fn in_process(api: Arc<ApiContext>, api_key: Option<String>) -> Self {
+        let config = ServerConfig {
+            api_key: api_key.clone(),
+            ..Default::default()
+        };
+        Target::InProcess {
+            router: router(api.clone(), &config),
+            api,
+            api_key,
+        }
+    }
+
+    /// The key requests carry, if any.
+    pub fn api_key(&self) -> Option<&str> {
+        match self {
+            Target::InProcess { api_key, .. } | Target::Http { api_key, .. } => api_key.as_deref(),
+        }
+    }
+
     pub fn http(base: &str, api_key: Option<String>) -> Self {
         // A fresh connection per request: servers differ in how they end
         // keep-alive after a stream (llama.cpp's closes it without saying
@@ -88,7 +161,7 @@ impl Target {
     /// The model requests name: the one given, else none.
     pub fn model(&self) -> Option<&str> {
         match self {
-            Target::InProcess(api) => api.model_ids.first().map(String::as_str),
+            Target::InProcess { api, .. } => api.model_ids.first().map(String::as_str),
             Target::Http { model, .. } => model.as_deref(),
         }
     }
@@ -105,58 +178,14 @@ impl Target {
 
     pub fn describe(&self) -> String {
         match self {
-            Target::InProcess(api) => format!("in-process engine ({})", api.model_ids[0]),
+            Target::InProcess { api, .. } => format!("in-process engine ({})", api.model_ids[0]),
             Target::Http { base, .. } => base.clone(),
         }
     }
 
     /// `GET path`.
     pub async fn get(&self, path: &str) -> Exchange {
-        let start = Instant::now();
-        let mut ex = Exchange {
-            path: path.to_string(),
-            ..Default::default()
-        };
-        match self {
-            Target::InProcess(api) => match path {
-                "/v1/models" => {
-                    ex.status = 200;
-                    ex.body = api.models();
-                }
-                "/health" => {
-                    ex.status = 200;
-                    ex.body = serde_json::json!({"status": "ok"});
-                }
-                "/metrics" => {
-                    ex.status = 200;
-                    let text = render_metrics(&api.engine.stats(), RejectedRequests::default());
-                    ex.body = Value::String(text);
-                }
-                _ => ex.status = 404,
-            },
-            Target::Http {
-                client,
-                base,
-                api_key,
-                ..
-            } => {
-                let mut req = client.get(format!("{base}{path}"));
-                if let Some(k) = api_key {
-                    req = req.bearer_auth(k);
-                }
-                match req.send().await {
-                    Ok(r) => {
-                        ex.status = r.status().as_u16();
-                        ex.headers = headers_of(r.headers());
-                        let text = r.text().await.unwrap_or_default();
-                        ex.body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-                    }
-                    Err(e) => ex.transport_error = Some(error_chain(&e)),
-                }
-            }
-        }
-        ex.millis = millis_since(start);
-        ex
+        self.send(Outgoing::get(path)).await
     }
 
     /// `POST path` with a JSON request (streamed when it says so).
@@ -167,33 +196,87 @@ impl Target {
 
     /// `POST path` with bytes as they are (for malformed-input cases).
     pub async fn post_raw(&self, path: &str, body: Vec<u8>) -> Exchange {
-        let body = self.name_model(body);
+        self.send(Outgoing::post(path, body)).await
+    }
+
+    /// Sends one request and reads its reply.
+    pub async fn send(&self, mut out: Outgoing) -> Exchange {
+        out.body = out.body.map(|b| self.name_model(b));
         let start = Instant::now();
+        let body = out.body.clone().unwrap_or_default();
         let streamed = serde_json::from_slice::<Value>(&body)
             .ok()
             .and_then(|v| v.get("stream").and_then(Value::as_bool))
             .unwrap_or(false);
         let mut ex = Exchange {
-            path: path.to_string(),
-            request: serde_json::from_slice(&body)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into())),
+            path: out.path.clone(),
+            dialect: Dialect::of_path(&out.path),
+            request: if out.body.is_none() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&body)
+                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into()))
+            },
             streamed,
             ..Default::default()
         };
+        let key = match out.auth {
+            Auth::Given => self.api_key().map(str::to_string),
+            Auth::Missing => None,
+            Auth::Wrong => Some("afm-test-wrong-key".to_string()),
+        };
         match self {
-            Target::InProcess(api) => in_process(api, path, &body, start, &mut ex).await,
-            Target::Http {
-                client,
-                base,
-                api_key,
-                ..
-            } => {
-                let mut req = client
-                    .post(format!("{base}{path}"))
-                    .header("content-type", "application/json")
-                    .body(body);
-                if let Some(k) = api_key {
+            Target::InProcess { router, .. } => {
+                let mut req = axum::http::Request::builder()
+                    .method(out.method.as_str())
+                    .uri(out.path.as_str());
+                if out.body.is_some() {
+                    req = req.header("content-type", "application/json");
+                }
+                if let Some(k) = &key {
+                    req = req.header("authorization", format!("Bearer {k}"));
+                }
+                for (name, value) in &out.headers {
+                    req = req.header(name.as_str(), value.as_str());
+                }
+                let req = match req.body(axum::body::Body::from(body)) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        ex.transport_error = Some(e.to_string());
+                        return ex;
+                    }
+                };
+                let response = match router.clone().oneshot(req).await {
+                    Ok(r) => r,
+                    Err(never) => match never {},
+                };
+                ex.status = response.status().as_u16();
+                ex.headers = headers_of(response.headers());
+                let mut reader = BodyReader::new(&ex);
+                let mut data = response.into_body().into_data_stream();
+                while let Some(piece) = data.next().await {
+                    match piece {
+                        Ok(bytes) => reader.feed(&bytes, millis_since(start), &mut ex),
+                        Err(e) => {
+                            ex.transport_error = Some(error_chain(&e));
+                            break;
+                        }
+                    }
+                }
+                reader.finish(millis_since(start), &mut ex);
+            }
+            Target::Http { client, base, .. } => {
+                let method = reqwest::Method::from_bytes(out.method.as_bytes())
+                    .unwrap_or(reqwest::Method::POST);
+                let mut req = client.request(method, format!("{base}{}", out.path));
+                if out.body.is_some() {
+                    req = req.header("content-type", "application/json").body(body);
+                }
+                if let Some(k) = &key {
                     req = req.bearer_auth(k);
+                }
+                for (name, value) in &out.headers {
+                    req = req.header(name.as_str(), value.as_str());
                 }
                 match req.send().await {
                     Ok(r) => read_http(r, start, &mut ex).await,
@@ -226,49 +309,7 @@ impl Target {
     }
 }
 
-async fn in_process(api: &ApiContext, path: &str, body: &[u8], start: Instant, ex: &mut Exchange) {
-    let result = match path {
-        "/v1/chat/completions" => api.chat_completions(body).await,
-        "/v1/completions" => api.completions(body).await,
-        _ => {
-            ex.status = 404;
-            return;
-        }
-    };
-    match result {
-        Err(e) => {
-            ex.status = e.status;
-            ex.body = e.body();
-        }
-        Ok(ApiResponse::Complete { body, grammar }) => {
-            ex.status = 200;
-            grammar_header(ex, grammar);
-            ex.body = body;
-        }
-        Ok(ApiResponse::Stream {
-            mut chunks,
-            grammar,
-        }) => {
-            ex.status = 200;
-            grammar_header(ex, grammar);
-            while let Some(c) = chunks.next().await {
-                ex.chunks.push(c);
-                ex.chunk_millis.push(millis_since(start));
-            }
-            // What the HTTP layer writes after the last chunk.
-            ex.done_marker = true;
-        }
-    }
-}
-
-fn grammar_header(ex: &mut Exchange, mode: GrammarMode) {
-    if mode != GrammarMode::None {
-        ex.headers
-            .insert(GRAMMAR_HEADER.into(), mode.as_str().to_string());
-    }
-}
-
-fn headers_of(h: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {
+fn headers_of(h: &axum::http::HeaderMap) -> BTreeMap<String, String> {
     h.iter()
         .map(|(k, v)| {
             (
@@ -282,32 +323,10 @@ fn headers_of(h: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {
 async fn read_http(mut r: reqwest::Response, start: Instant, ex: &mut Exchange) {
     ex.status = r.status().as_u16();
     ex.headers = headers_of(r.headers());
-    let is_sse = ex
-        .headers
-        .get("content-type")
-        .is_some_and(|c| c.starts_with("text/event-stream"));
-    if !is_sse {
-        let text = match r.text().await {
-            Ok(t) => t,
-            Err(e) => {
-                ex.transport_error = Some(error_chain(&e));
-                return;
-            }
-        };
-        ex.body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        return;
-    }
-    let mut pending = String::new();
+    let mut reader = BodyReader::new(ex);
     loop {
         match r.chunk().await {
-            Ok(Some(bytes)) => {
-                pending.push_str(&String::from_utf8_lossy(&bytes));
-                while let Some(at) = pending.find('\n') {
-                    let line = pending[..at].trim_end_matches('\r').to_string();
-                    pending.drain(..=at);
-                    sse_line(&line, millis_since(start), ex);
-                }
-            }
+            Ok(Some(bytes)) => reader.feed(&bytes, millis_since(start), ex),
             Ok(None) => break,
             Err(e) => {
                 ex.transport_error = Some(error_chain(&e));
@@ -315,36 +334,106 @@ async fn read_http(mut r: reqwest::Response, start: Instant, ex: &mut Exchange) 
             }
         }
     }
-    if !pending.trim().is_empty() {
-        sse_line(pending.trim_end(), millis_since(start), ex);
-    }
+    reader.finish(millis_since(start), ex);
 }
 
-fn sse_line(line: &str, at_millis: f64, ex: &mut Exchange) {
-    if line.is_empty() || line.starts_with(':') {
-        return;
-    }
-    let Some(data) = line.strip_prefix("data:") else {
-        // `event:` / `id:` / `retry:` fields are legal SSE.
-        if !(line.starts_with("event:") || line.starts_with("id:") || line.starts_with("retry:")) {
-            ex.malformed_lines.push(line.to_string());
+/// Reads a reply body as it arrives: a whole JSON (or text) body, or an
+/// SSE stream split into events.
+struct BodyReader {
+    sse: bool,
+    pending: Vec<u8>,
+    /// The `event:` field of the event being read.
+    event: String,
+    /// Its `data:` lines.
+    data: Vec<String>,
+}
+
+impl BodyReader {
+    fn new(ex: &Exchange) -> Self {
+        let sse = ex
+            .headers
+            .get("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        BodyReader {
+            sse,
+            pending: Vec::new(),
+            event: String::new(),
+            data: Vec::new(),
         }
-        return;
-    };
-    let data = data.trim_start();
-    if data == "[DONE]" {
-        ex.done_marker = true;
-        return;
     }
-    if ex.done_marker {
-        ex.malformed_lines.push(format!("after [DONE]: {data}"));
-    }
-    match serde_json::from_str(data) {
-        Ok(v) => {
-            ex.chunks.push(v);
-            ex.chunk_millis.push(at_millis);
+
+    fn feed(&mut self, bytes: &[u8], at_millis: f64, ex: &mut Exchange) {
+        self.pending.extend_from_slice(bytes);
+        if !self.sse {
+            return;
         }
-        Err(_) => ex.malformed_lines.push(line.to_string()),
+        // Lines are split on bytes: a multi-byte character cut between
+        // two network chunks is whole again before it is decoded.
+        while let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=at).collect();
+            let line = String::from_utf8_lossy(&line);
+            self.line(line.trim_end_matches(['\n', '\r']), at_millis, ex);
+        }
+    }
+
+    fn finish(mut self, at_millis: f64, ex: &mut Exchange) {
+        let rest = String::from_utf8_lossy(&self.pending).into_owned();
+        if !self.sse {
+            ex.body = serde_json::from_str(&rest).unwrap_or(Value::String(rest));
+            return;
+        }
+        if !rest.trim().is_empty() {
+            self.line(rest.trim_end(), at_millis, ex);
+        }
+        // A last event without its blank line still counts.
+        self.dispatch(at_millis, ex);
+    }
+
+    /// One line of the stream. An event is complete at a blank line (its
+    /// fields may come in any order), and then dispatched.
+    fn line(&mut self, line: &str, at_millis: f64, ex: &mut Exchange) {
+        if line.is_empty() {
+            self.dispatch(at_millis, ex);
+            return;
+        }
+        if line.starts_with(':') {
+            return;
+        }
+        if let Some(name) = line.strip_prefix("event:") {
+            self.event = name.trim().to_string();
+            return;
+        }
+        match line.strip_prefix("data:") {
+            Some(data) => self
+                .data
+                .push(data.strip_prefix(' ').unwrap_or(data).to_string()),
+            // `id:` / `retry:` fields are legal SSE.
+            None if line.starts_with("id:") || line.starts_with("retry:") => {}
+            None => ex.malformed_lines.push(line.to_string()),
+        }
+    }
+
+    fn dispatch(&mut self, at_millis: f64, ex: &mut Exchange) {
+        let event = std::mem::take(&mut self.event);
+        if self.data.is_empty() {
+            return;
+        }
+        let data = std::mem::take(&mut self.data).join("\n");
+        if data == "[DONE]" {
+            ex.done_marker = true;
+            return;
+        }
+        if ex.done_marker {
+            ex.malformed_lines.push(format!("after [DONE]: {data}"));
+        }
+        match serde_json::from_str(&data) {
+            Ok(v) => {
+                ex.chunks.push(v);
+                ex.events.push(event);
+                ex.chunk_millis.push(at_millis);
+            }
+            Err(_) => ex.malformed_lines.push(format!("data: {data}")),
+        }
     }
 }
 
@@ -363,4 +452,36 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_sse(text: &str, pieces: usize) -> Exchange {
+        let mut ex = Exchange::default();
+        ex.headers
+            .insert("content-type".into(), "text/event-stream".into());
+        let mut reader = BodyReader::new(&ex);
+        let bytes = text.as_bytes();
+        let step = bytes.len().div_ceil(pieces);
+        for chunk in bytes.chunks(step) {
+            reader.feed(chunk, 0.0, &mut ex);
+        }
+        reader.finish(0.0, &mut ex);
+        ex
+    }
+
+    #[test]
+    fn sse_events_are_whole_at_the_blank_line_whatever_the_field_order() {
+        let text = "data: {\"type\":\"a\"}\nevent: a\n\nevent: b\ndata: {\"type\":\"b\",\n";
+        let text = format!("{text}data: \"x\":\"🎉\"}}\n\n: comment\ndata: [DONE]\n\n");
+        // Split everywhere, even inside the emoji's bytes.
+        for pieces in [1, 3, 7, text.len()] {
+            let ex = read_sse(&text, pieces);
+            assert_eq!(ex.events, ["a", "b"], "{pieces} pieces");
+            assert_eq!(ex.chunks[1]["x"], "🎉");
+            assert!(ex.done_marker && ex.malformed_lines.is_empty());
+        }
+    }
 }

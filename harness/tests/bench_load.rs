@@ -39,7 +39,7 @@ async fn engine_requests_are_timed_counted_and_seen_in_its_counters() {
         },
     )
     .expect("run scripts/setup.sh first");
-    let target = Target::InProcess(Arc::new(ApiContext::new(engine, "smollm2")));
+    let target = Target::in_process(Arc::new(ApiContext::new(engine, "smollm2")), None);
     let before = server_metrics::scrape(&target)
         .await
         .expect("in-process /metrics");

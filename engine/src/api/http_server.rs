@@ -227,11 +227,11 @@ fn respond(
         }
         Ok(ApiResponse::Stream { events, grammar }) => {
             let frames = events.map(|e| {
-                let frame = Event::default().data(e.data);
-                Ok::<_, Infallible>(match e.event {
-                    Some(name) => frame.event(name),
-                    None => frame,
-                })
+                let frame = match e.event {
+                    Some(name) => Event::default().event(name),
+                    None => Event::default(),
+                };
+                Ok::<_, Infallible>(frame.data(e.data))
             });
             with_grammar(Sse::new(frames).into_response(), grammar)
         }

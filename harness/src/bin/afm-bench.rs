@@ -309,12 +309,15 @@ fn run(args: RunArgs) -> Result<()> {
                 let model = args.model.clone().unwrap_or_else(|| "smollm2".into());
                 let engine = Engine::start(&model, config.clone())?;
                 let api = ApiContext::new(engine, &model);
-                (Target::InProcess(Arc::new(api)), engine_flags(config))
+                (
+                    Target::in_process(Arc::new(api), None),
+                    engine_flags(config),
+                )
             }
             (None, None) => unreachable!("in-process variants carry an engine"),
         };
         let model = match &target {
-            Target::InProcess(api) => api.model_ids[0].clone(),
+            Target::InProcess { api, .. } => api.model_ids[0].clone(),
             Target::Http { .. } => {
                 runtime.block_on(served_model(&target, args.model.as_deref()))?
             }

@@ -478,7 +478,9 @@ fn in_process_target(args: &RunArgs) -> Result<(Target, Vec<String>, Option<Stri
         flags.push(format!("--chat-template {}", p.display()));
     }
     let api = ApiContext::new(engine, &model);
-    Ok((Target::InProcess(Arc::new(api)), flags, refused))
+    // A key, so the security cases check afm-serve's key handling too.
+    let key = format!("afm-test-{:x}", afm_harness::runner::run_nonce());
+    Ok((Target::in_process(Arc::new(api), Some(key)), flags, refused))
 }
 
 /// How a run shows its progress: a bar on a terminal; in a log (no

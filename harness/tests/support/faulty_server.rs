@@ -8,13 +8,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use afm_engine::api::GRAMMAR_HEADER;
-use afm_engine::api::{ApiContext, ApiResponse};
+use afm_engine::api::{ApiContext, ApiResponse, Protocol};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 /// Every fault and the clean modes.
@@ -111,17 +112,16 @@ async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Respo
     let (streamed, mut chunks, mut whole, grammar) = match front.api.chat_completions(body).await {
         Err(e) => {
             let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
-            return (status, Json(e.body())).into_response();
+            return (status, Json(e.body(Protocol::OpenAi))).into_response();
         }
         Ok(ApiResponse::Complete { body, grammar }) => (false, Vec::new(), body, grammar),
-        Ok(ApiResponse::Stream {
-            mut chunks,
-            grammar,
-        }) => {
-            let mut all = Vec::new();
-            while let Some(c) = chunks.next().await {
-                all.push(c);
-            }
+        Ok(ApiResponse::Stream { events, grammar }) => {
+            let events: Vec<_> = events.collect().await;
+            let all = events
+                .iter()
+                .filter(|e| e.data != "[DONE]")
+                .map(|e| serde_json::from_str(&e.data).expect("JSON chunks"))
+                .collect();
             (true, all, Value::Null, grammar)
         }
     };

@@ -1,13 +1,14 @@
 //! Anthropic Messages requests read into the engine's request: `system`,
 //! content blocks (`text`, `tool_use`, `tool_result`, `thinking`) turned
 //! into the chat template's messages, `tools` with `input_schema`,
-//! `tool_choice` (auto / any / tool / none), `thinking`, `stop_sequences`.
+//! `tool_choice` (auto / any / tool / none), `thinking`, `stop_sequences`,
+//! `output_config.format` (structured output).
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::api::error::ApiError;
-use crate::api::openai::request::Sampling;
+use crate::api::openai::request::{output_format, Sampling};
 use crate::runtime::{GenerationRequest, Prompt, ToolChoice, ToolSpec};
 
 /// `POST /v1/messages` body. Unknown fields are ignored.
@@ -37,6 +38,9 @@ pub struct MessagesRequest {
     pub tool_choice: Option<Value>,
     #[serde(default)]
     pub thinking: Option<Value>,
+    /// Structured output: `{"format": {"type": "json_schema", "schema": ..}}`.
+    #[serde(default)]
+    pub output_config: Option<Value>,
 }
 
 impl MessagesRequest {
@@ -116,7 +120,15 @@ impl MessagesRequest {
             max_tokens: self.max_tokens.map(|n| n as usize),
             stop: self.stop_sequences.clone().unwrap_or_default(),
             logprobs: None,
-            constraint: None,
+            constraint: match self.output_config.as_ref().and_then(|c| c.get("format")) {
+                None | Some(Value::Null) => None,
+                Some(format) => output_format(
+                    format,
+                    "output_config.format",
+                    format.get("schema"),
+                    "output_config.format.schema",
+                )?,
+            },
             thinking_budget,
         })
     }

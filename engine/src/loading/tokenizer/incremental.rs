@@ -44,7 +44,11 @@ impl IncrementalDecoder {
         }
     }
 
-    /// Releases whatever is still held (at the end of a sequence).
+    /// Releases whatever is still held (at the end of a sequence). A
+    /// character the sequence ended in the middle of (`max_tokens` ran out
+    /// between its bytes) is dropped: it was never generated whole, and
+    /// sending it as U+FFFD would put a character into the reply that the
+    /// model did not write.
     pub fn finish(&mut self, tokenizer: &TextTokenizer) -> Result<String> {
         if self.read == self.ids.len() {
             return Ok(String::new());
@@ -53,6 +57,7 @@ impl IncrementalDecoder {
         let after = tokenizer.decode(&self.ids[self.prefix..])?;
         self.prefix = self.read;
         self.read = self.ids.len();
-        Ok(after.get(before.len()..).unwrap_or_default().to_string())
+        let rest = after.get(before.len()..).unwrap_or_default();
+        Ok(rest.trim_end_matches('\u{FFFD}').to_string())
     }
 }
