@@ -162,6 +162,13 @@ pub enum Check {
         #[serde(default = "yes")]
         with_reply: bool,
     },
+    /// Each subject's content is step `of`'s cut just before the first
+    /// occurrence of that step's longest word (sent as the stop sequence
+    /// with `{{reply_word:K}}`): the stop ended the reply there and was not
+    /// included.
+    StopsBeforeReplyWord {
+        of: usize,
+    },
     /// No word 4-gram occurs more than `max` times (repetition loops).
     NoRepetition {
         max: usize,
@@ -306,6 +313,32 @@ impl CheckSpec {
                         (got != want).then(|| {
                             fail(
                                 format!("{field:?} of step {step}: {}", clip(&want)),
+                                format!("step {i}: {}", clip(&got)),
+                            )
+                        })
+                    })
+                    .collect()
+            }
+            Check::StopsBeforeReplyWord { of: step } => {
+                let Some(full) = steps.get(*step).map(Reply::of) else {
+                    return vec![fail(format!("step {step}"), "no such step".into())];
+                };
+                let word = full.longest_word();
+                let Some(at) = full.content.find(word).filter(|_| !word.is_empty()) else {
+                    return vec![fail(
+                        format!("a word in step {step}'s content"),
+                        clip(&full.content),
+                    )];
+                };
+                let before = full.content[..at].trim_end();
+                on.iter()
+                    .filter(|&&i| i != *step)
+                    .filter_map(|&i| {
+                        let got = Reply::of(&steps[i]).content;
+                        let cut = got.trim_end();
+                        (cut != before).then(|| {
+                            fail(
+                                format!("step {step}'s content up to {word:?}: {}", clip(before)),
                                 format!("step {i}: {}", clip(&got)),
                             )
                         })
@@ -703,7 +736,8 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         Check::AllEqual { .. }
         | Check::SameAs { .. }
         | Check::OwnMarker { .. }
-        | Check::PromptHoldsHistory { .. } => Ok(()),
+        | Check::PromptHoldsHistory { .. }
+        | Check::StopsBeforeReplyWord { .. } => Ok(()),
     }
 }
 
@@ -742,6 +776,32 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    fn chat_reply(content: &str) -> Exchange {
+        Exchange {
+            path: "/v1/chat/completions".into(),
+            status: 200,
+            body: json!({"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_stop_sequence_must_cut_before_its_word() {
+        let spec = CheckSpec {
+            check: Check::StopsBeforeReplyWord { of: 0 },
+            step: None,
+        };
+        let full = chat_reply("A tall lighthouse guards the bay.");
+        let run = |got: &str| spec.evaluate(&[full.clone(), chat_reply(got)], &[1]).len();
+        assert_eq!(run("A tall "), 0);
+        assert_eq!(run("A tall lighthouse"), 1, "the stop string included");
+        assert_eq!(
+            run("A tall lighthouse guards the bay."),
+            1,
+            "the stop ignored"
+        );
     }
 
     #[test]

@@ -42,6 +42,15 @@ impl Reply {
         ex.dialect.read(ex)
     }
 
+    /// The content's longest word (the first of equals): a string the
+    /// same greedy request will write again, for stop-sequence cases that
+    /// must not depend on what a small model happens to say.
+    pub fn longest_word(&self) -> &str {
+        self.content
+            .split(|c: char| !c.is_alphanumeric())
+            .fold("", |best, w| if w.len() > best.len() { w } else { best })
+    }
+
     /// A usage field as a number.
     pub fn usage_field(&self, path: &str) -> Option<u64> {
         let mut v = self.usage.as_ref()?;

@@ -317,8 +317,9 @@ async fn together(target: &Target, path: &str, bodies: Vec<Value>) -> Vec<Exchan
 
 /// Replaces placeholders in every string of `v`: `{{nonce}}` (unique to
 /// the case in this run), `{{filler:N}}` (N fixed sentences, a long
-/// prompt), `{{reply:K}}` (step K's content in a sequence), `{{call_id:K}}`
-/// (the id of step K's first tool call, to answer it).
+/// prompt), `{{reply:K}}` (step K's content in a sequence),
+/// `{{reply_word:K}}` (its longest word), `{{call_id:K}}` (the id of step
+/// K's first tool call, to answer it).
 pub fn fill(v: &Value, nonce: &str, replies: &[Reply]) -> Value {
     match v {
         Value::String(s) if s.contains("{{") => Value::String(fill_text(s, nonce, replies)),
@@ -350,6 +351,10 @@ fn fill_text(s: &str, nonce: &str, replies: &[Reply]) -> String {
             Some(("reply", k)) => {
                 let k: usize = k.parse().unwrap_or(usize::MAX);
                 out.push_str(replies.get(k).map_or("", |r| r.content.as_str()));
+            }
+            Some(("reply_word", k)) => {
+                let k: usize = k.parse().unwrap_or(usize::MAX);
+                out.push_str(replies.get(k).map_or("", Reply::longest_word));
             }
             Some(("call_id", k)) => {
                 let k: usize = k.parse().unwrap_or(usize::MAX);
