@@ -38,7 +38,9 @@ llama-server)
     BIN="$(bash bench/peers/llama-server.sh)"
     MODEL="$GGUF"
     export LD_LIBRARY_PATH="$(dirname "$BIN")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    SERVER="$BIN -m {model} --port {port} --jinja --chat-template-file $TEMPLATE -np 8 -c 16384 -t $(nproc)"
+    # With a key, so the security cases run (mlx_lm.server has no key option).
+    KEY=afm-peer-key
+    SERVER="$BIN -m {model} --port {port} --jinja --chat-template-file $TEMPLATE -np 8 -c 16384 -t $(nproc) --api-key $KEY"
     ;;
 *)
     echo "unknown peer '$PEER' (mlx-lm or llama-server)" >&2
@@ -50,7 +52,7 @@ OUT="target/peers-test/$PEER-$TIER"
 BASELINE="baselines/peers/$PEER.json"
 KNOWN="baselines/peers/$PEER.known.toml"
 rc=0
-afm_test run --tier "$TIER" --seed 1 --server "$SERVER" --model "$MODEL" \
+afm_test run --tier "$TIER" --seed 1 --server "$SERVER" --model "$MODEL" ${KEY:+--api-key "$KEY"} \
     --known-failures "$KNOWN" --out "$OUT" || rc=$?
 [ "$rc" -le 1 ] || exit "$rc"
 if [ "$REFRESH" = "--refresh" ]; then
