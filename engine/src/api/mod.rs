@@ -5,6 +5,7 @@
 //! ```text
 //! context     the served model, ids, reply shapes (body or SSE events)
 //! error       errors with each protocol's body
+//! wire        reading request bodies and required fields
 //! openai/     chat completions and completions
 //! anthropic/  Messages (and count_tokens)
 //! responses/  OpenAI Responses
@@ -19,6 +20,7 @@ mod http_server;
 mod metrics;
 pub mod openai;
 mod responses;
+mod wire;
 
 pub use context::{ApiContext, ApiResponse, EventStream, SseEvent};
 pub use error::{ApiError, Protocol};

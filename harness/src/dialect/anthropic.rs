@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{usage, Counts};
+use super::{events_named_by_type, stream_basics, usage, Counts};
 use crate::outcome::{clip, ensure, Outcome};
 use crate::reply::{Reply, ToolCall};
 use crate::target::Exchange;
@@ -151,22 +151,11 @@ pub(super) fn of_events(events: &[Value]) -> Reply {
 /// `message_stop` last. `ping` may come anywhere; each event's SSE name is
 /// its data's `type`; no `[DONE]`.
 pub(super) fn stream_protocol(ex: &Exchange) -> Outcome {
-    ensure(ex.status == 200, "status 200", || ex.status.to_string())?;
-    ensure(!ex.chunks.is_empty(), "stream events", || {
-        format!("none; body {}", clip(&ex.body.to_string()))
-    })?;
-    ensure(ex.malformed_lines.is_empty(), "only SSE fields", || {
-        format!("{:?}", ex.malformed_lines)
-    })?;
+    stream_basics(ex)?;
     ensure(!ex.done_marker, "no data: [DONE] (not Anthropic's)", || {
         "a [DONE] line".into()
     })?;
-    for (name, e) in ex.events.iter().zip(&ex.chunks) {
-        let kind = e["type"].as_str().unwrap_or_default();
-        ensure(name == kind, "each event named by its type", || {
-            format!("event: {name:?} with data type {kind:?}")
-        })?;
-    }
+    events_named_by_type(ex, true)?;
     let kinds: Vec<&str> = ex
         .chunks
         .iter()

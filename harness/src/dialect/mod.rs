@@ -142,6 +142,31 @@ impl Dialect {
     }
 }
 
+/// What every stream must be: a 200 with events and only SSE fields.
+pub(crate) fn stream_basics(ex: &Exchange) -> Outcome {
+    use crate::outcome::{clip, ensure};
+    ensure(ex.status == 200, "status 200", || ex.status.to_string())?;
+    ensure(!ex.chunks.is_empty(), "stream events", || {
+        format!("none; body {}", clip(&ex.body.to_string()))
+    })?;
+    ensure(ex.malformed_lines.is_empty(), "only SSE fields", || {
+        format!("{:?}", ex.malformed_lines)
+    })
+}
+
+/// Each event's SSE name, when it has one, is its data's `type`.
+pub(crate) fn events_named_by_type(ex: &Exchange, name_required: bool) -> Outcome {
+    for (name, e) in ex.events.iter().zip(&ex.chunks) {
+        let kind = e["type"].as_str().unwrap_or_default();
+        crate::outcome::ensure(
+            name == kind || (!name_required && name.is_empty()),
+            "each event named by its type",
+            || format!("event: {name:?} with data type {kind:?}"),
+        )?;
+    }
+    Ok(())
+}
+
 /// Token counts of a reply, however the protocol names them.
 pub(crate) struct Counts {
     pub prompt: u64,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{usage, Counts};
+use super::{events_named_by_type, stream_basics, usage, Counts};
 use crate::outcome::{clip, ensure, Outcome};
 use crate::reply::{Reply, ToolCall};
 use crate::target::Exchange;
@@ -144,25 +144,13 @@ pub(super) fn of_events(events: &[Value]) -> Reply {
 /// final text or arguments; `response.completed` (or `.incomplete` /
 /// `.failed`) last, its `output` holding every announced item; no `[DONE]`.
 pub(super) fn stream_protocol(ex: &Exchange) -> Outcome {
-    ensure(ex.status == 200, "status 200", || ex.status.to_string())?;
-    ensure(!ex.chunks.is_empty(), "stream events", || {
-        format!("none; body {}", clip(&ex.body.to_string()))
-    })?;
-    ensure(ex.malformed_lines.is_empty(), "only SSE fields", || {
-        format!("{:?}", ex.malformed_lines)
-    })?;
+    stream_basics(ex)?;
+    events_named_by_type(ex, false)?;
     let kinds: Vec<&str> = ex
         .chunks
         .iter()
         .map(|e| e["type"].as_str().unwrap_or_default())
         .collect();
-    for (name, kind) in ex.events.iter().zip(&kinds) {
-        ensure(
-            name.is_empty() || name == kind,
-            "each event named by its type",
-            || format!("event: {name:?} with data type {kind:?}"),
-        )?;
-    }
     ensure(
         kinds.first() == Some(&"response.created"),
         "response.created first",

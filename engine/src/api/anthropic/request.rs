@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::error::ApiError;
 use crate::api::openai::request::{output_format, Sampling};
+use crate::api::wire::{read_body, string_field};
 use crate::runtime::{GenerationRequest, Prompt, ToolChoice, ToolSpec};
 
 /// `POST /v1/messages` body. Unknown fields are ignored.
@@ -45,16 +46,7 @@ pub struct MessagesRequest {
 
 impl MessagesRequest {
     pub fn from_json(body: &[u8]) -> Result<Self, ApiError> {
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}"), None))?;
-        if !value.is_object() {
-            return Err(ApiError::bad_request(
-                "the body must be a JSON object",
-                None,
-            ));
-        }
-        serde_json::from_value(value)
-            .map_err(|e| ApiError::bad_request(format!("invalid request: {e}"), None))
+        read_body(body)
     }
 
     /// The request the engine runs. `max_tokens` is required (as in
@@ -269,13 +261,6 @@ fn text_of(blocks: &Value, at: &str) -> Result<String, ApiError> {
         }
     }
     Ok(parts.join("\n"))
-}
-
-fn string_field(v: &Value, key: &str, at: &str) -> Result<String, ApiError> {
-    v.get(key)
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| ApiError::invalid_param(&format!("{at}.{key}"), "must be a string"))
 }
 
 /// `tools`: each a custom tool with `name` and `input_schema`.

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::api::error::ApiError;
+use crate::api::wire::read_body;
 use crate::runtime::{Constraint, GenerationRequest, Prompt, SamplingParams, ToolChoice, ToolSpec};
 
 /// At most this many stop strings (OpenAI's limit).
@@ -84,16 +85,7 @@ pub struct StreamOptions {
 impl ChatRequest {
     /// Parses a request body, naming the problem on failure.
     pub fn from_json(body: &[u8]) -> Result<Self, ApiError> {
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}"), None))?;
-        if !value.is_object() {
-            return Err(ApiError::bad_request(
-                "the body must be a JSON object",
-                None,
-            ));
-        }
-        serde_json::from_value(value)
-            .map_err(|e| ApiError::bad_request(format!("invalid request: {e}"), None))
+        read_body(body)
     }
 
     /// The chat request the engine runs.

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::error::ApiError;
 use crate::api::openai::request::{output_format, tool_choice, Sampling};
+use crate::api::wire::{read_body, string_field};
 use crate::runtime::{GenerationRequest, Prompt, ToolSpec};
 
 /// `POST /v1/responses` body. Unknown fields are ignored.
@@ -53,16 +54,7 @@ pub const PARAM_NAMES: &[(&str, &str)] = &[
 
 impl ResponsesRequest {
     pub fn from_json(body: &[u8]) -> Result<Self, ApiError> {
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}"), None))?;
-        if !value.is_object() {
-            return Err(ApiError::bad_request(
-                "the body must be a JSON object",
-                None,
-            ));
-        }
-        serde_json::from_value(value)
-            .map_err(|e| ApiError::bad_request(format!("invalid request: {e}"), None))
+        read_body(body)
     }
 
     pub fn to_generation(&self) -> Result<GenerationRequest, ApiError> {
@@ -223,13 +215,6 @@ fn content_text(content: Option<&Value>, at: &str) -> Result<String, ApiError> {
             "must be a string or an array of text parts",
         )),
     }
-}
-
-fn string_field(v: &Value, key: &str, at: &str) -> Result<String, ApiError> {
-    v.get(key)
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| ApiError::invalid_param(&format!("{at}.{key}"), "must be a string"))
 }
 
 /// Function tools (`{"type": "function", "name", "parameters", "strict"}`).
