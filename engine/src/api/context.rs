@@ -2,6 +2,7 @@
 //! to, response ids, and the shape of a reply (a whole JSON body, or a
 //! stream of server-sent events).
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -98,6 +99,19 @@ impl SseEvent {
 
 /// A streamed reply's events, in order; the transport frames them.
 pub type EventStream = Pin<Box<dyn Stream<Item = SseEvent> + Send>>;
+
+/// A protocol's state machine from engine events to its stream events.
+pub(crate) trait EventSource: Send + 'static {
+    /// The next event; `None` after the last.
+    fn next(&mut self) -> impl Future<Output = Option<SseEvent>> + Send;
+}
+
+/// The events of `source`, one at a time, as a stream.
+pub(crate) fn event_stream(source: impl EventSource) -> EventStream {
+    Box::pin(futures_util::stream::unfold(source, |mut s| async move {
+        s.next().await.map(|e| (e, s))
+    }))
+}
 
 /// A successful reply: a whole body, or events. `grammar` says whether a
 /// requested constraint was enforced (known before the first event).

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Value};
 
-use crate::api::context::{new_id, ApiContext, ApiResponse, SseEvent};
+use crate::api::context::{event_stream, new_id, ApiContext, ApiResponse, EventSource, SseEvent};
 use crate::api::error::{ApiError, Protocol};
 use crate::parsers::ParsedToolCall;
 use crate::runtime::{EngineEvent, FinishReason, RequestStream, Usage};
@@ -44,11 +44,8 @@ impl ApiContext {
                 done: false,
                 queued: VecDeque::new(),
             };
-            let events = futures_util::stream::unfold(events, |mut s| async move {
-                s.next().await.map(|e| (e, s))
-            });
             return Ok(ApiResponse::Stream {
-                events: Box::pin(events),
+                events: event_stream(events),
                 grammar,
             });
         }
@@ -172,7 +169,7 @@ struct MessageEvents {
     queued: VecDeque<SseEvent>,
 }
 
-impl MessageEvents {
+impl EventSource for MessageEvents {
     async fn next(&mut self) -> Option<SseEvent> {
         loop {
             if let Some(e) = self.queued.pop_front() {
@@ -257,7 +254,9 @@ impl MessageEvents {
             }
         }
     }
+}
 
+impl MessageEvents {
     /// `message_start` and a `ping`, once.
     fn start(&mut self, usage: &Usage) {
         if self.started {

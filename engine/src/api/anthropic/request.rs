@@ -14,33 +14,21 @@ use crate::runtime::{GenerationRequest, Prompt, ToolChoice, ToolSpec};
 
 /// `POST /v1/messages` body. Unknown fields are ignored.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
 pub struct MessagesRequest {
-    #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
     pub max_tokens: Option<u32>,
-    #[serde(default)]
     pub messages: Vec<Value>,
-    #[serde(default)]
     pub system: Option<Value>,
-    #[serde(default)]
     pub stop_sequences: Option<Vec<String>>,
-    #[serde(default)]
     pub temperature: Option<f32>,
-    #[serde(default)]
     pub top_p: Option<f32>,
-    #[serde(default)]
     pub top_k: Option<i64>,
-    #[serde(default)]
     pub stream: bool,
-    #[serde(default)]
     pub tools: Option<Vec<Value>>,
-    #[serde(default)]
     pub tool_choice: Option<Value>,
-    #[serde(default)]
     pub thinking: Option<Value>,
     /// Structured output: `{"format": {"type": "json_schema", "schema": ..}}`.
-    #[serde(default)]
     pub output_config: Option<Value>,
 }
 

@@ -17,55 +17,32 @@ const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool"];
 /// `POST /v1/chat/completions` body (and `/v1/completions`, whose
 /// `prompt` is read apart). Unknown fields are ignored.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default)]
 pub struct ChatRequest {
-    #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
     pub messages: Vec<Value>,
-    #[serde(default)]
     pub max_tokens: Option<u32>,
-    #[serde(default)]
     pub max_completion_tokens: Option<u32>,
-    #[serde(default)]
     pub temperature: Option<f32>,
-    #[serde(default)]
     pub top_p: Option<f32>,
-    #[serde(default)]
     pub top_k: Option<i64>,
-    #[serde(default)]
     pub min_p: Option<f32>,
-    #[serde(default)]
     pub repetition_penalty: Option<f32>,
-    #[serde(default)]
     pub presence_penalty: Option<f32>,
-    #[serde(default)]
     pub frequency_penalty: Option<f32>,
     /// Token id (as a string) -> bias in [-100, 100].
-    #[serde(default)]
     pub logit_bias: Option<Map<String, Value>>,
-    #[serde(default)]
     pub seed: Option<i64>,
-    #[serde(default)]
     pub stop: Option<StopField>,
-    #[serde(default)]
     pub stream: bool,
-    #[serde(default)]
     pub stream_options: Option<StreamOptions>,
-    #[serde(default)]
     pub logprobs: bool,
-    #[serde(default)]
     pub top_logprobs: Option<u32>,
-    #[serde(default)]
     pub n: Option<u32>,
-    #[serde(default)]
     pub tools: Option<Vec<Value>>,
-    #[serde(default)]
     pub tool_choice: Option<Value>,
-    #[serde(default)]
     pub response_format: Option<Value>,
-    #[serde(default)]
     pub chat_template_kwargs: Option<Map<String, Value>>,
-    #[serde(default)]
     pub thinking_budget: Option<u32>,
 }
 

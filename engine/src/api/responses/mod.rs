@@ -16,7 +16,9 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Value};
 
-use crate::api::context::{new_id, unix_now, ApiContext, ApiResponse, SseEvent};
+use crate::api::context::{
+    event_stream, new_id, unix_now, ApiContext, ApiResponse, EventSource, SseEvent,
+};
 use crate::api::error::ApiError;
 use crate::runtime::{EngineEvent, FinishReason, RequestStream, TokenLogprob, Usage};
 
@@ -77,11 +79,8 @@ impl ApiContext {
                 done: false,
                 queued: VecDeque::new(),
             };
-            let events = futures_util::stream::unfold(events, |mut s| async move {
-                s.next().await.map(|e| (e, s))
-            });
             return Ok(ApiResponse::Stream {
-                events: Box::pin(events),
+                events: event_stream(events),
                 grammar,
             });
         }
@@ -249,7 +248,7 @@ struct ResponseEvents {
     queued: VecDeque<SseEvent>,
 }
 
-impl ResponseEvents {
+impl EventSource for ResponseEvents {
     async fn next(&mut self) -> Option<SseEvent> {
         loop {
             if let Some(e) = self.queued.pop_front() {
@@ -340,7 +339,9 @@ impl ResponseEvents {
             }
         }
     }
+}
 
+impl ResponseEvents {
     /// The open item if it is of `kind`, else a new one.
     fn ensure_open(&mut self, kind: Kind) -> usize {
         if let Some(k) = self.open {

@@ -14,34 +14,21 @@ use crate::runtime::{GenerationRequest, Prompt, ToolSpec};
 
 /// `POST /v1/responses` body. Unknown fields are ignored.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
 pub struct ResponsesRequest {
-    #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
     pub input: Option<Value>,
-    #[serde(default)]
     pub instructions: Option<String>,
-    #[serde(default)]
     pub max_output_tokens: Option<u32>,
-    #[serde(default)]
     pub temperature: Option<f32>,
-    #[serde(default)]
     pub top_p: Option<f32>,
-    #[serde(default)]
     pub top_logprobs: Option<u32>,
-    #[serde(default)]
     pub stream: bool,
-    #[serde(default)]
     pub tools: Option<Vec<Value>>,
-    #[serde(default)]
     pub tool_choice: Option<Value>,
-    #[serde(default)]
     pub text: Option<Value>,
-    #[serde(default)]
     pub reasoning: Option<Value>,
-    #[serde(default)]
     pub previous_response_id: Option<String>,
-    #[serde(default)]
     pub chat_template_kwargs: Option<Map<String, Value>>,
 }
 
