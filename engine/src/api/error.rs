@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 
 use crate::error::EngineError;
+use crate::runtime::Failure;
 
 /// The wire protocol a request came in on: it decides error bodies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +98,14 @@ impl ApiError {
             529 => "overloaded_error",
             _ => "api_error",
         }
+    }
+}
+
+/// A request that ended without finishing: the request's fault (400) or
+/// the engine's (500).
+impl From<Failure> for ApiError {
+    fn from(f: Failure) -> Self {
+        ApiError::failure(f.message, f.client_error)
     }
 }
 

@@ -49,10 +49,7 @@ impl ApiContext {
                 grammar,
             });
         }
-        let c = stream
-            .collect()
-            .await
-            .map_err(|f| ApiError::failure(f.message, f.client_error))?;
+        let c = stream.collect().await.map_err(ApiError::from)?;
         let finish = c.finish_reason.expect("a finished completion");
         let mut content = Vec::new();
         if !c.reasoning.is_empty() {

@@ -330,11 +330,7 @@ impl ChunkStream {
 
     /// Folds the whole output into one response body.
     async fn collect(self) -> Result<Value, ApiError> {
-        let c = self
-            .stream
-            .collect()
-            .await
-            .map_err(|f| ApiError::failure(f.message, f.client_error))?;
+        let c = self.stream.collect().await.map_err(ApiError::from)?;
         let finish_reason = c.finish_reason.expect("a finished completion").as_str();
         let lp = self.logprobs.then(|| logprobs_json(&c.logprobs));
         let (object, choice) = match self.kind {

@@ -84,13 +84,10 @@ impl ApiContext {
                 grammar,
             });
         }
-        let c = stream
-            .collect()
-            .await
-            .map_err(|f| ApiError::failure(f.message, f.client_error))?;
+        let c = stream.collect().await.map_err(ApiError::from)?;
         if !c.reasoning.is_empty() {
-            out.push(Kind::Reasoning, None);
-            out.items[0].text = c.reasoning;
+            let k = out.push(Kind::Reasoning, None);
+            out.items[k].text = c.reasoning;
         }
         if !c.text.is_empty() || c.tool_calls.is_empty() {
             let k = out.push(Kind::Message, None);
