@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use afm_engine::models::{BatchItem, KvCache};
+use afm_engine::models::{BatchItem, KvStore};
 use afm_engine::EngineEvent;
 use afm_engine::{ChatRequest, Engine, EngineConfig, GenerationRequest, LoadedModel};
 use serde_json::json;
@@ -64,25 +64,31 @@ fn openai(body: serde_json::Value) -> GenerationRequest {
 /// greedy steps with every sequence in one pass.
 fn bare_loop(model: &LoadedModel, prompts: &[Vec<u32>], tokens: usize) -> f64 {
     let start = Instant::now();
-    let mut caches: Vec<KvCache> = prompts.iter().map(|_| model.model.new_cache()).collect();
+    let mut kv = KvStore::new(model.model.kv_layout());
+    let slots: Vec<usize> = prompts.iter().map(|_| kv.open(None)).collect();
     let mut next: Vec<[u32; 1]> = Vec::new();
-    for (p, cache) in prompts.iter().zip(caches.iter_mut()) {
-        let logits = model.model.forward(p, cache).unwrap();
+    for (p, &slot) in prompts.iter().zip(&slots) {
+        let item = [BatchItem {
+            tokens: p,
+            slot,
+            sample: true,
+        }];
+        let logits = model.model.forward_batch(&mut kv, &item).unwrap();
         next.push([mlx_rs::ops::indexing::argmax(&logits, None)
             .unwrap()
             .item_exact::<u32>()]);
     }
     for _ in 1..tokens {
-        let mut items: Vec<BatchItem> = caches
-            .iter_mut()
+        let items: Vec<BatchItem> = slots
+            .iter()
             .zip(&next)
-            .map(|(cache, t)| BatchItem {
+            .map(|(&slot, t)| BatchItem {
                 tokens: t,
-                cache,
+                slot,
                 sample: true,
             })
             .collect();
-        let logits = model.model.forward_batch(&mut items).unwrap();
+        let logits = model.model.forward_batch(&mut kv, &items).unwrap();
         let ids = mlx_rs::ops::indexing::argmax_axis(&logits, 1, None).unwrap();
         for (n, id) in next.iter_mut().zip(ids.as_slice::<u32>()) {
             *n = [*id];

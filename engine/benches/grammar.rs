@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use afm_engine::models::{BatchItem, KvCache};
+use afm_engine::models::{BatchItem, KvStore};
 use afm_engine::runtime::argmax;
 use afm_engine::runtime::{Constraint, GrammarCompiler, GrammarState};
 use afm_engine::LoadedModel;
@@ -82,23 +82,34 @@ fn main() {
         .tokenizer
         .encode("Describe a person as JSON.")
         .unwrap();
-    let mut caches: Vec<KvCache> = (0..BATCH).map(|_| model.model.new_cache()).collect();
-    for c in caches.iter_mut() {
-        model.model.forward(&prompt, c).unwrap().eval().unwrap();
+    let mut kv = KvStore::new(model.model.kv_layout());
+    let slots: Vec<usize> = (0..BATCH).map(|_| kv.open(None)).collect();
+    for &slot in &slots {
+        let item = [BatchItem {
+            tokens: &prompt,
+            slot,
+            sample: true,
+        }];
+        model
+            .model
+            .forward_batch(&mut kv, &item)
+            .unwrap()
+            .eval()
+            .unwrap();
     }
     let mut forward_us = Vec::new();
     let input = [prompt[0]];
     for _ in 0..20 {
         let t = Instant::now();
-        let mut items: Vec<BatchItem> = caches
-            .iter_mut()
-            .map(|cache| BatchItem {
+        let items: Vec<BatchItem> = slots
+            .iter()
+            .map(|&slot| BatchItem {
                 tokens: &input,
-                cache,
+                slot,
                 sample: true,
             })
             .collect();
-        let logits = model.model.forward_batch(&mut items).unwrap();
+        let logits = model.model.forward_batch(&mut kv, &items).unwrap();
         logits.eval().unwrap();
         let _host = logits.as_slice::<f32>().len();
         forward_us.push(t.elapsed().as_secs_f64() * 1e6);

@@ -101,7 +101,7 @@ fn benches(c: &mut Criterion) {
         b.iter_batched(
             || PrefixCache::new(&layout, budget),
             |mut cache| {
-                cache.insert(&prompt, &kv).unwrap();
+                cache.insert(&prompt, &kv.store, kv.slot).unwrap();
                 cache
             },
             BatchSize::SmallInput,
@@ -111,18 +111,18 @@ fn benches(c: &mut Criterion) {
         b.iter_batched(
             || {
                 let mut cache = PrefixCache::new(&layout, budget);
-                cache.insert(&prompt, &kv).unwrap();
+                cache.insert(&prompt, &kv.store, kv.slot).unwrap();
                 cache
             },
             |mut cache| {
-                cache.insert(&sharing, &kv).unwrap();
+                cache.insert(&sharing, &kv.store, kv.slot).unwrap();
                 cache
             },
             BatchSize::SmallInput,
         )
     });
     let mut filled = PrefixCache::new(&layout, budget);
-    filled.insert(&prompt, &kv).unwrap();
+    filled.insert(&prompt, &kv.store, kv.slot).unwrap();
     group.bench_function("lookup_400_of_512", |b| {
         b.iter(|| black_box(filled.lookup(&sharing, sharing.len()).unwrap().len))
     });

@@ -3,7 +3,7 @@
 //! for bit. (In the default mode they differ in the last bits: BLAS picks
 //! its blocking, and so its rounding, by matrix shape.)
 
-use afm_engine::models::{BatchItem, CausalLm, KvCache};
+use afm_engine::models::{BatchItem, CausalLm, KvStore};
 use afm_engine::LoadedModel;
 
 fn prompts(model: &LoadedModel) -> Vec<Vec<u32>> {
@@ -31,10 +31,8 @@ fn run(
     chunk: usize,
     steps: usize,
 ) -> Vec<Vec<Vec<f32>>> {
-    let mut caches: Vec<KvCache> = prompts
-        .iter()
-        .map(|_| KvCache::with_capacity(model.kv_layout(), 256))
-        .collect();
+    let mut kv = KvStore::new(model.kv_layout());
+    let slots: Vec<usize> = prompts.iter().map(|_| kv.open(Some(256))).collect();
     let mut rows: Vec<Vec<Vec<f32>>> = vec![Vec::new(); prompts.len()];
     let mut done = vec![0usize; prompts.len()];
     let mut next = vec![0u32; prompts.len()];
@@ -49,20 +47,19 @@ fn run(
             .filter(|&i| spans[i].0 < spans[i].1)
             .collect();
         let mut items: Vec<BatchItem> = Vec::new();
-        let mut cache_refs: Vec<&mut KvCache> = caches.iter_mut().collect();
         let mut picked = Vec::new();
-        for (i, cache) in cache_refs.drain(..).enumerate() {
+        for (i, &slot) in slots.iter().enumerate() {
             if active.contains(&i) {
                 let (a, b) = spans[i];
                 picked.push((i, b == prompts[i].len()));
                 items.push(BatchItem {
                     tokens: &prompts[i][a..b],
-                    cache,
+                    slot,
                     sample: b == prompts[i].len(),
                 });
             }
         }
-        let logits = model.forward_batch(&mut items).unwrap();
+        let logits = model.forward_batch(&mut kv, &items).unwrap();
         let logits = logits.as_slice::<f32>().to_vec();
         let vocab = model.config().vocab_size;
         let mut r = 0;
@@ -78,16 +75,16 @@ fn run(
     }
     for _ in 0..steps {
         let inputs: Vec<[u32; 1]> = next.iter().map(|&t| [t]).collect();
-        let mut items: Vec<BatchItem> = caches
-            .iter_mut()
+        let items: Vec<BatchItem> = slots
+            .iter()
             .zip(&inputs)
-            .map(|(cache, t)| BatchItem {
+            .map(|(&slot, t)| BatchItem {
                 tokens: t,
-                cache,
+                slot,
                 sample: true,
             })
             .collect();
-        let logits = model.forward_batch(&mut items).unwrap();
+        let logits = model.forward_batch(&mut kv, &items).unwrap();
         let logits = logits.as_slice::<f32>().to_vec();
         let vocab = model.config().vocab_size;
         for (i, row) in logits.chunks(vocab).enumerate() {

@@ -7,7 +7,7 @@ use afm_engine::loading::eos_for_dir;
 use afm_engine::loading::EosSet;
 use afm_engine::loading::ModelConfig;
 use afm_engine::loading::TextTokenizer;
-use afm_engine::models::{BatchItem, CausalLm, KvLayout};
+use afm_engine::models::{BatchItem, CausalLm, KvLayout, KvStore};
 use afm_engine::{generate, FinishReason, GenerationParams, Result};
 use mlx_rs::Array;
 
@@ -53,12 +53,12 @@ impl CausalLm for Scripted {
         &self.config
     }
 
-    fn forward_batch(&self, items: &mut [BatchItem<'_>]) -> Result<Array> {
+    fn forward_batch(&self, kv: &mut KvStore, items: &[BatchItem<'_>]) -> Result<Array> {
         let mut logits = Vec::new();
-        for item in items.iter_mut() {
+        for item in items {
             // The prompt is one token here, so steps taken = offset.
-            let step = item.cache.offset();
-            item.cache.advance(item.tokens.len());
+            let step = kv.offset(item.slot);
+            kv.advance(item.slot, item.tokens.len());
             let mut row = vec![0f32; VOCAB];
             row[self.script[step] as usize] = 10.0;
             logits.extend(row);

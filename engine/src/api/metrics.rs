@@ -63,11 +63,6 @@ pub fn render(stats: &EngineStats, rejected: RejectedRequests) -> String {
             stats.cache_misses,
         ),
         (
-            "afm_prefix_cache_declined_total",
-            "Prompt chunks not cached: a sliding window had dropped their KV.",
-            stats.prefix_inserts_declined,
-        ),
-        (
             "afm_reasoning_tokens_total",
             "Completion tokens spent inside reasoning.",
             stats.reasoning_tokens,

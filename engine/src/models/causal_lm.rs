@@ -4,8 +4,8 @@
 use mlx_rs::Array;
 
 use super::forward::BatchItem;
-use super::kv_cache::KvCache;
 use super::kv_layout::KvLayout;
+use super::kv_store::{KvCache, KvStore};
 use crate::error::{EngineError, Result};
 use crate::loading::config::ModelConfig;
 
@@ -21,24 +21,27 @@ pub trait CausalLm {
         KvCache::new(self.kv_layout())
     }
 
-    /// Runs every item's new tokens in one pass and returns the logits of the
-    /// last token of each item with `sample` set, in item order
-    /// (`[n_sampled, vocab]`, f32, not yet evaluated).
-    fn forward_batch(&self, items: &mut [BatchItem<'_>]) -> Result<Array>;
+    /// Runs every item's new tokens in one pass, each against its slot of
+    /// `kv`, and returns the logits of the last token of each item with
+    /// `sample` set, in item order (`[n_sampled, vocab]`, f32, not yet
+    /// evaluated). Items name distinct slots.
+    fn forward_batch(&self, kv: &mut KvStore, items: &[BatchItem<'_>]) -> Result<Array>;
 
     /// One sequence: the logits of the last of `tokens` (`[vocab]`).
     fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Array> {
-        let mut items = [BatchItem {
+        let items = [BatchItem {
             tokens,
-            cache,
+            slot: cache.slot,
             sample: true,
         }];
-        Ok(self.forward_batch(&mut items)?.reshape(&[-1])?)
+        Ok(self
+            .forward_batch(&mut cache.store, &items)?
+            .reshape(&[-1])?)
     }
 
     /// Batch-invariant mode: results for a sequence must not depend on the
     /// batch, the chunking of its prompt or a cached prefix (bit for bit).
-    /// Attention is batch-invariant only over fixed-capacity caches. A model
+    /// Attention is batch-invariant only over fixed-capacity slots. A model
     /// that cannot honour it says so instead of doing less.
     fn set_batch_invariant(&mut self, on: bool) -> Result<()> {
         if !on {

@@ -10,6 +10,7 @@ use super::causal_lm::CausalLm;
 use super::forward::{BatchItem, ForwardContext};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
+use super::kv_store::KvStore;
 use super::lm_head;
 use super::self_attention::SelfAttention;
 use crate::error::{EngineError, Result};
@@ -140,9 +141,9 @@ impl CausalLm for Decoder {
         &self.kv_layout
     }
 
-    fn forward_batch(&self, items: &mut [BatchItem<'_>]) -> Result<Array> {
+    fn forward_batch(&self, kv: &mut KvStore, items: &[BatchItem<'_>]) -> Result<Array> {
         let eps = self.config.rms_norm_eps;
-        let mut ctx = ForwardContext::new(items, self.batch_invariant);
+        let mut ctx = ForwardContext::new(items, kv, self.batch_invariant)?;
         let mut h = self.embed.lookup(&ctx.token_ids())?;
         for (i, layer) in self.layers.iter().enumerate() {
             let x = rms_norm(&h, Some(&layer.input_norm), eps)?;

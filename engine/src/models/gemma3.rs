@@ -12,6 +12,7 @@ use super::decoder::FeedForward;
 use super::forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
+use super::kv_store::KvStore;
 use super::lm_head;
 use super::self_attention::SelfAttention;
 use crate::error::{EngineError, Result};
@@ -198,10 +199,10 @@ impl CausalLm for Gemma3 {
         &self.kv_layout
     }
 
-    fn forward_batch(&self, items: &mut [BatchItem<'_>]) -> Result<Array> {
+    fn forward_batch(&self, kv: &mut KvStore, items: &[BatchItem<'_>]) -> Result<Array> {
         let eps = self.config.rms_norm_eps;
         let norm = |x: &Array, w: &Array| rms_norm(x, Some(w), eps);
-        let mut ctx = ForwardContext::new(items, self.batch_invariant);
+        let mut ctx = ForwardContext::new(items, kv, self.batch_invariant)?;
         let mut h = self
             .embed
             .lookup(&ctx.token_ids())?

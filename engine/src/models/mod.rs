@@ -2,15 +2,15 @@
 //! (`llama.rs`, `qwen3.rs`, `qwen3_moe.rs`, `gemma3.rs`), over what they share: the forward context (batch layout,
 //! the attention paths, batch-invariant linear layers), the blocks HF
 //! checkpoints have in common (self-attention, gated MLP, LM head), the KV
-//! layout a model declares and its KV cache. [`registry`] lists them.
+//! layout a model declares and the batch KV store. [`registry`] lists them.
 
 mod causal_lm;
 mod decoder;
 mod forward;
 mod gated_mlp;
 mod gemma3;
-mod kv_cache;
 mod kv_layout;
+mod kv_store;
 mod llama;
 mod lm_head;
 mod qwen3;
@@ -20,6 +20,6 @@ mod self_attention;
 
 pub use causal_lm::CausalLm;
 pub use forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
-pub use kv_cache::{KvCache, KvSegment};
 pub use kv_layout::{KvLayout, LayerKv};
+pub use kv_store::{KvCache, KvSegment, KvStore};
 pub use registry::{Architecture, ARCHITECTURES};

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use crate::error::Result;
-use crate::models::{KvCache, KvLayout, KvSegment};
+use crate::models::{KvLayout, KvSegment, KvStore};
 
 const ROOT: usize = 0;
 
@@ -126,20 +126,15 @@ impl PrefixCache {
         pos
     }
 
-    /// Records `tokens` (whose KV is in `cache`, from position 0). Only the
-    /// part not already in the tree is copied. Returns false, caching
-    /// nothing new, when that part starts at a position a sliding-window
-    /// layer of `cache` has already dropped (the caller counts it).
-    pub fn insert(&mut self, tokens: &[u32], cache: &KvCache) -> Result<bool> {
+    /// Records `tokens`, whose KV is in `slot` of `kv` from position 0.
+    /// Only the part not already in the tree is copied.
+    pub fn insert(&mut self, tokens: &[u32], kv: &KvStore, slot: usize) -> Result<()> {
         self.clock += 1;
         let (mut node, mut pos) = (ROOT, 0);
         while pos < tokens.len() {
             match self.node(node).children.get(&tokens[pos]).copied() {
                 None => {
-                    if !cache.holds_from(pos) {
-                        return Ok(false);
-                    }
-                    let kv = cache.segment(pos, tokens.len())?;
+                    let kv = kv.segment(slot, pos, tokens.len())?;
                     self.add_child(node, tokens[pos..].to_vec(), kv);
                     break;
                 }
@@ -156,7 +151,7 @@ impl PrefixCache {
             }
         }
         self.evict();
-        Ok(true)
+        Ok(())
     }
 
     fn add_child(&mut self, parent: usize, tokens: Vec<u32>, kv: KvSegment) {
@@ -261,6 +256,7 @@ fn slice_segment(kv: &KvSegment, start: usize, end: usize) -> Result<KvSegment> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::KvCache;
     use mlx_rs::Array;
 
     /// One layer, one KV head of one dimension: 8 bytes per token.
@@ -275,10 +271,13 @@ mod tests {
         let pos: Vec<f32> = (0..n).map(|p| p as f32).collect();
         let k = Array::from_slice(&pos, &[1, 1, n, 1]);
         let v = k.negative().unwrap();
-        let mut c = KvCache::new(&layout());
-        c.update(0, k, v).unwrap();
-        c.advance(tokens.len());
+        let c = KvCache::from_segments(&layout(), &[vec![(k, v)]], tokens.len(), None).unwrap();
         c
+    }
+
+    fn insert(pc: &mut PrefixCache, tokens: &[u32]) {
+        let c = cache_of(tokens);
+        pc.insert(tokens, &c.store, c.slot).unwrap();
     }
 
     fn keys(m: &PrefixMatch) -> Vec<f32> {
@@ -293,13 +292,13 @@ mod tests {
     fn longest_prefix_is_found_across_split_edges() {
         let mut pc = PrefixCache::new(&layout(), 1 << 20);
         let a = [1, 2, 3, 4, 5, 6];
-        assert!(pc.insert(&a, &cache_of(&a)).unwrap());
+        insert(&mut pc, &a);
         let b = [1, 2, 3, 9, 9];
         let m = pc.lookup(&b, usize::MAX).unwrap();
         assert_eq!(m.len, 3);
         assert_eq!(keys(&m), [0.0, 1.0, 2.0]);
         // Inserting b splits a's edge; both stay fully retrievable.
-        pc.insert(&b, &cache_of(&b)).unwrap();
+        insert(&mut pc, &b);
         assert_eq!(pc.cached_tokens(), 6 + 2);
         assert_eq!(pc.lookup(&a, usize::MAX).unwrap().len, 6);
         let m = pc.lookup(&b, usize::MAX).unwrap();
@@ -310,16 +309,16 @@ mod tests {
     fn lookup_respects_the_limit_and_misses_cleanly() {
         let mut pc = PrefixCache::new(&layout(), 1 << 20);
         let a = [7, 8, 9];
-        pc.insert(&a, &cache_of(&a)).unwrap();
+        insert(&mut pc, &a);
         assert_eq!(pc.lookup(&a, 2).unwrap().len, 2);
         assert_eq!(pc.lookup(&[8, 9], usize::MAX).unwrap().len, 0);
         assert_eq!(pc.cached_len(&[7, 8, 1]), 2);
     }
 
-    /// A prompt whose start a sliding-window layer has dropped is declined
-    /// (nothing cached, `false`), not cached with KV that is not there.
+    /// The store keeps every position of a sliding-window layer, so a
+    /// windowed model's prompt is cached and served from position 0.
     #[test]
-    fn a_prefix_a_window_dropped_is_declined() {
+    fn a_windowed_prefix_is_cached_whole() {
         let layout = KvLayout {
             layers: vec![crate::models::LayerKv {
                 kv_heads: 1,
@@ -328,20 +327,17 @@ mod tests {
             }],
         };
         let tokens = [1, 2, 3, 4, 5, 6];
-        let mut cache = KvCache::new(&layout);
-        for p in 0..tokens.len() {
-            let k = Array::from_slice(&[p as f32], &[1, 1, 1, 1]);
-            cache.update(0, k.clone(), k).unwrap();
-            cache.advance(1);
-        }
-        assert!(!cache.holds_from(0), "the window slid");
+        let pos: Vec<f32> = (0..6).map(|p| p as f32).collect();
+        let k = Array::from_slice(&pos, &[1, 1, 6, 1]);
+        let cache = KvCache::from_segments(&layout, &[vec![(k.clone(), k)]], 6, None).unwrap();
         let mut pc = PrefixCache::new(&layout, 1 << 20);
-        assert!(!pc.insert(&tokens, &cache).unwrap());
-        assert_eq!(pc.cached_tokens(), 0);
-        // What the window still holds is served exactly.
+        pc.insert(&tokens, &cache.store, cache.slot).unwrap();
+        assert_eq!(pc.cached_tokens(), 6);
+        let m = pc.lookup(&tokens, usize::MAX).unwrap();
+        let served = KvCache::from_segments(&layout, &m.segments, m.len, None).unwrap();
         assert_eq!(
-            cache.segment(4, 6).unwrap()[0].0.as_slice::<f32>(),
-            [4.0, 5.0]
+            served.segment(0, 6).unwrap()[0].0.as_slice::<f32>(),
+            [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
         );
     }
 
@@ -351,11 +347,11 @@ mod tests {
         let mut pc = PrefixCache::new(&layout(), 80);
         let a = [1, 2, 3, 4];
         let b = [5, 6, 7, 8];
-        pc.insert(&a, &cache_of(&a)).unwrap();
-        pc.insert(&b, &cache_of(&b)).unwrap();
+        insert(&mut pc, &a);
+        insert(&mut pc, &b);
         pc.lookup(&a, usize::MAX).unwrap(); // a is now the more recent
         let c = [9, 10, 11, 12];
-        pc.insert(&c, &cache_of(&c)).unwrap();
+        insert(&mut pc, &c);
         assert!(pc.bytes() <= 80);
         assert_eq!(pc.cached_len(&a), 4);
         assert_eq!(pc.cached_len(&b), 0, "b was least recently used");

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::models::{BatchItem, CausalLm, KvCache};
+use crate::models::{BatchItem, CausalLm, KvStore};
 use crate::runtime::config::EngineConfig;
 use crate::runtime::events::EngineEvent;
 use crate::runtime::model_text::ModelText;
@@ -40,6 +40,8 @@ pub struct Scheduler {
     config: EngineConfig,
     waiting: VecDeque<NewSequence>,
     running: Vec<Sequence>,
+    /// Every running sequence's keys and values, one slot each.
+    kv: KvStore,
     prefix: Option<PrefixCache>,
     stats: Arc<Mutex<EngineStats>>,
 }
@@ -55,6 +57,7 @@ impl Scheduler {
             .prefix_caching
             .then(|| PrefixCache::new(model.kv_layout(), config.prefix_cache_bytes));
         Scheduler {
+            kv: KvStore::new(model.kv_layout()),
             model,
             text,
             config,
@@ -85,13 +88,25 @@ impl Scheduler {
         if let Err(e) = self.forward_and_sample() {
             self.fail_all(&e.to_string());
         }
-        self.running.retain(|s| !s.finished);
+        self.retain_running(|s| !s.finished);
         self.publish_counts();
+    }
+
+    /// Keeps the running sequences `keep` accepts; the others' slots close.
+    fn retain_running(&mut self, keep: impl Fn(&Sequence) -> bool) {
+        let kv = &mut self.kv;
+        self.running.retain(|s| {
+            let kept = keep(s);
+            if let (false, Some(slot)) = (kept, s.slot) {
+                kv.close(slot);
+            }
+            kept
+        });
     }
 
     fn drop_cancelled(&mut self) {
         let before = self.running.len() + self.waiting.len();
-        self.running.retain(|s| !s.events.is_closed());
+        self.retain_running(|s| !s.events.is_closed());
         self.waiting.retain(|s| !s.events.is_closed());
         let dropped = before - self.running.len() - self.waiting.len();
         if dropped > 0 {
@@ -117,7 +132,7 @@ impl Scheduler {
     /// earlier sequence is still prefilling a longer shared prefix.
     fn start_pending(&mut self) -> Result<()> {
         for i in 0..self.running.len() {
-            if self.running[i].cache.is_some() {
+            if self.running[i].slot.is_some() {
                 continue;
             }
             let prompt = &self.running[i].prompt;
@@ -136,23 +151,15 @@ impl Scheduler {
                     continue; // wait for the earlier sequence to cache it
                 }
             }
-            let cache = match (&mut self.prefix, cached) {
-                (Some(prefix), n) if n > 0 => {
+            let slot = self.kv.open(self.capacity_of(&self.running[i]));
+            self.running[i].slot = Some(slot);
+            if let (Some(prefix), n) = (&mut self.prefix, cached) {
+                if n > 0 {
                     let m = prefix.lookup(&self.running[i].prompt, n)?;
-                    KvCache::from_segments(
-                        self.model.kv_layout(),
-                        &m.segments,
-                        m.len,
-                        self.capacity_of(&self.running[i]),
-                    )?
+                    self.kv.load(slot, &m.segments, m.len)?;
                 }
-                _ => match self.capacity_of(&self.running[i]) {
-                    Some(c) => KvCache::with_capacity(self.model.kv_layout(), c),
-                    None => KvCache::new(self.model.kv_layout()),
-                },
-            };
+            }
             let s = &mut self.running[i];
-            s.cache = Some(cache);
             s.prefilled = cached;
             s.cached = cached;
             self.stats.lock().expect("stats").record_start(
@@ -217,36 +224,29 @@ impl Scheduler {
         let logits = {
             let mut items = Vec::with_capacity(plan.len());
             let mut plan_iter = plan.iter().peekable();
-            for (i, s) in self.running.iter_mut().enumerate() {
+            for (i, s) in self.running.iter().enumerate() {
                 let Some((_, work)) = plan_iter.next_if(|(j, _)| *j == i) else {
                     continue;
                 };
-                let Sequence {
-                    prompt,
-                    cache,
-                    prefilled,
-                    next_input,
-                    ..
-                } = s;
-                let cache = cache.as_mut().expect("started sequence");
+                let slot = s.slot.expect("started sequence");
                 items.push(match work {
                     Work::Decode => BatchItem {
-                        tokens: &next_input[..],
-                        cache,
+                        tokens: &s.next_input[..],
+                        slot,
                         sample: true,
                     },
                     Work::Prefill { end, sample } => BatchItem {
-                        tokens: &prompt[*prefilled..*end],
-                        cache,
+                        tokens: &s.prompt[s.prefilled..*end],
+                        slot,
                         sample: *sample,
                     },
                 });
             }
-            let logits = self.model.forward_batch(&mut items)?;
-            // Evaluate the caches too: a pass of prefill chunks alone samples
+            let logits = self.model.forward_batch(&mut self.kv, &items)?;
+            // Evaluate the store too: a pass of prefill chunks alone samples
             // nothing, and its work must still happen in this step.
             let mut outputs: Vec<&mlx_rs::Array> = vec![&logits];
-            outputs.extend(items.iter().flat_map(|it| it.cache.arrays()));
+            outputs.extend(self.kv.arrays());
             mlx_rs::transforms::eval(outputs)?;
             if logits.size() == 0 {
                 Vec::new()
@@ -266,14 +266,14 @@ impl Scheduler {
                 let s = &mut self.running[i];
                 s.prefilled = end;
                 if let Some(prefix) = &mut self.prefix {
-                    if !prefix.insert(&s.prompt[..end], s.cache.as_ref().expect("started"))? {
-                        self.stats.lock().expect("stats").prefix_inserts_declined += 1;
-                    }
+                    prefix.insert(&s.prompt[..end], &self.kv, s.slot.expect("started"))?;
                 }
             }
             if samples(&work) {
                 let raw = &logits[row * vocab..(row + 1) * vocab];
-                self.running[i].on_logits(&self.text, &self.stats, raw)?;
+                let s = &mut self.running[i];
+                let position = self.kv.offset(s.slot.expect("started"));
+                s.on_logits(&self.text, &self.stats, raw, position)?;
                 row += 1;
             }
         }
@@ -283,6 +283,9 @@ impl Scheduler {
     fn fail_all(&mut self, message: &str) {
         let n = self.running.len();
         for s in self.running.drain(..) {
+            if let Some(slot) = s.slot {
+                self.kv.close(slot);
+            }
             let _ = s.events.send(EngineEvent::Failed {
                 message: message.to_string(),
                 client_error: false,

@@ -12,7 +12,6 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::Result;
 use crate::loading::tokenizer::IncrementalDecoder;
-use crate::models::KvCache;
 use crate::parsers::{OutputConfig, OutputParser, ParsedDelta, ThinkingBudget};
 use crate::runtime::events::{
     EngineEvent, FinishReason, TokenLogprob, ToolCallDelta, TopLogprob, Usage,
@@ -57,9 +56,10 @@ pub struct Sequence {
     /// Tokens the engine writes instead of sampling (the end of reasoning
     /// when the budget is spent).
     forced: VecDeque<u32>,
-    /// `None` until the sequence has started (prefix looked up).
-    pub cache: Option<KvCache>,
-    /// Prompt tokens whose KV is in `cache`.
+    /// Its slot in the scheduler's KV store; `None` until the sequence has
+    /// started (prefix looked up).
+    pub slot: Option<usize>,
+    /// Prompt tokens whose KV is in its slot.
     pub prefilled: usize,
     /// Prompt tokens served from the prefix cache.
     pub cached: usize,
@@ -97,7 +97,7 @@ impl Sequence {
             settings: s.settings,
             grammar: s.grammar,
             events: s.events,
-            cache: None,
+            slot: None,
             prefilled: 0,
             cached: 0,
             sampled: 0,
@@ -111,7 +111,7 @@ impl Sequence {
 
     /// Started and still computing its prompt.
     pub fn prefilling(&self) -> bool {
-        self.cache.is_some() && self.prefilled < self.prompt.len()
+        self.slot.is_some() && self.prefilled < self.prompt.len()
     }
 
     fn in_reasoning(&self) -> bool {
@@ -125,6 +125,7 @@ impl Sequence {
         text: &ModelText,
         stats: &Mutex<EngineStats>,
         raw: &[f32],
+        position: usize,
     ) -> Result<()> {
         let in_reasoning = self.in_reasoning();
         // A spent thinking budget: write the end of reasoning instead of
@@ -143,7 +144,6 @@ impl Sequence {
                         return Ok(());
                     }
                 }
-                let position = self.cache.as_ref().expect("started").offset();
                 let sampled = self.sampler.sample(&processed, position);
                 // A turn may not end inside reasoning with no answer: the
                 // first such end becomes the end of reasoning.

@@ -26,9 +26,6 @@ pub struct EngineStats {
     pub prefill_computed_tokens: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
-    /// Prompt chunks the prefix cache could not take because a
-    /// sliding-window layer had already dropped the KV they start at.
-    pub prefix_inserts_declined: u64,
     pub steps: u64,
     /// Sum of sequences per step (mean batch = this / steps).
     pub batched_sequences: u64,

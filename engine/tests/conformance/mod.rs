@@ -14,7 +14,7 @@
 //! tie in the logits can never fork two runs onto different texts.
 #![allow(dead_code)]
 
-use afm_engine::models::{BatchItem, CausalLm, KvCache};
+use afm_engine::models::{BatchItem, CausalLm, KvCache, KvStore};
 use afm_engine::runtime::PrefixCache;
 
 /// Largest |difference| accepted between runs of the default mode, whose
@@ -63,13 +63,24 @@ fn rows_of(logits: &mlx_rs::Array) -> Vec<Vec<f32>> {
 
 /// Runs `scripts` together: each step gives every sequence up to `chunk`
 /// prompt tokens, or its next forced token once its prompt is done, all in
-/// one `forward_batch`. Sequences start with `caches`.
+/// one `forward_batch`. Sequences start with what `caches` hold, each in
+/// its own slot (in order) of one store.
 pub fn run_batched(
     model: &dyn CausalLm,
     scripts: &[Script],
-    mut caches: Vec<KvCache>,
+    caches: Vec<KvCache>,
     chunk: usize,
 ) -> Vec<Rows> {
+    let mut kv = KvStore::new(model.kv_layout());
+    let mut slots = Vec::new();
+    for c in &caches {
+        let slot = kv.open(c.store.fixed(c.slot));
+        if c.offset() > 0 {
+            kv.load(slot, &[c.segment(0, c.offset()).unwrap()], c.offset())
+                .unwrap();
+        }
+        slots.push(slot);
+    }
     let mut rows: Vec<Rows> = vec![Vec::new(); scripts.len()];
     // Position in prompt + continuation of each sequence.
     let mut done: Vec<usize> = caches.iter().map(KvCache::offset).collect();
@@ -107,18 +118,17 @@ pub fn run_batched(
             .map(|&(i, _, e)| e >= scripts[i].prompt.len())
             .collect();
         let logits = {
-            let mut cache_refs: Vec<Option<&mut KvCache>> = caches.iter_mut().map(Some).collect();
-            let mut items: Vec<BatchItem<'_>> = spans
+            let items: Vec<BatchItem<'_>> = spans
                 .iter()
                 .zip(&tokens)
                 .zip(&samples)
                 .map(|((&(i, _, _), t), &sample)| BatchItem {
                     tokens: t,
-                    cache: cache_refs[i].take().expect("one item per sequence"),
+                    slot: slots[i],
                     sample,
                 })
                 .collect();
-            model.forward_batch(&mut items).unwrap()
+            model.forward_batch(&mut kv, &items).unwrap()
         };
         let mut out = rows_of(&logits).into_iter();
         for (&(i, _, e), &sample) in spans.iter().zip(&samples) {
@@ -220,10 +230,7 @@ pub fn prefix_hit_matches_cold(
     let mut filler = fresh();
     model.forward(&other, &mut filler).unwrap().eval().unwrap();
     let mut prefix = PrefixCache::new(model.kv_layout(), 1 << 30);
-    assert!(
-        prefix.insert(&other, &filler).unwrap(),
-        "the filler's KV is all held"
-    );
+    prefix.insert(&other, &filler.store, filler.slot).unwrap();
 
     let found = prefix.lookup(&script.prompt, shared).unwrap();
     assert_eq!(found.len, shared, "the shared prefix is cached");

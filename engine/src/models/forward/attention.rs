@@ -1,21 +1,23 @@
-//! The three attention paths every architecture shares: the decode group
-//! (one RoPE call for every one-token item), a prefill chunk, and the
-//! fixed-shape path of batch-invariant mode. Each item attends over its own
-//! cache only, so no sequence ever reads another's memory.
+//! The attention paths every architecture shares: the decode group (every
+//! one-token item: one RoPE call, one KV write, ONE attention call over the
+//! batch KV store, each row masked to its own slot's positions), a prefill
+//! chunk (one item's new tokens over its slot), and the fixed-shape path of
+//! batch-invariant mode, which both use there. A row only ever reads its
+//! own slot, so no sequence sees another's memory.
 
 use mlx_rs::fast::{
     rms_norm, rope, rope_dynamic, scaled_dot_product_attention, ScaledDotProductAttentionMask,
 };
 use mlx_rs::ops::concatenate;
-use mlx_rs::ops::indexing::IndexOp;
+use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
 use mlx_rs::Array;
 
-use super::batch_item::BatchItem;
-use super::layout::DecodeGroup;
+use super::layout::{DecodeGroup, DecodeRead};
 use super::linear::ROW_BLOCK;
 use crate::error::Result;
 use crate::loading::config::ModelConfig;
 use crate::models::kv_layout::LayerKv;
+use crate::models::kv_store::KvStore;
 
 /// One layer's attention shape, position encoding and reach.
 #[derive(Debug, Clone)]
@@ -115,15 +117,20 @@ impl AttentionSpec {
     }
 }
 
-/// Attention of the items that each add one token:
-/// `[1, n, heads * head_dim]`, in `decode.items` order.
-pub(super) fn decode_group(
+/// Queries, keys and values of new rows, RoPE applied: `[n, heads, l, d]`,
+/// `[n, kv_heads, l, d]` twice.
+pub(super) struct NewRows {
+    pub q: Array,
+    pub k: Array,
+    pub v: Array,
+}
+
+/// The decode group's rows, rotated each at its own position (one call).
+pub(super) fn decode_rows(
     spec: &AttentionSpec,
     [qk, v]: [&Array; 2],
     decode: &DecodeGroup,
-    items: &mut [BatchItem<'_>],
-    layer: usize,
-) -> Result<Array> {
+) -> Result<NewRows> {
     let n = decode.items.len() as i32;
     let pick = |all: &Array| -> Result<Array> {
         Ok(match &decode.rows {
@@ -142,46 +149,22 @@ pub(super) fn decode_group(
         None,
     )?;
     let h = spec.heads as i32;
-    let (q, k) = (qk.index((.., ..h)), qk.index((.., h..)));
-    let v = spec.split_heads(&pick(v)?, n, 1, spec.kv_heads)?;
-    let mut outs = Vec::with_capacity(decode.items.len());
-    for (j, &i) in decode.items.iter().enumerate() {
-        let j = j as i32;
-        let one = |t: &Array| t.index(j..j + 1);
-        let (keys, values) = items[i].cache.update(layer, one(&k), one(&v))?;
-        // A window sees only the most recent positions.
-        let (keys, values) = match spec.window {
-            Some(w) if keys.dim(2) as usize > w => {
-                let recent = || (.., .., keys.dim(2) - w as i32.., ..);
-                (keys.index(recent()), values.index(recent()))
-            }
-            _ => (keys, values),
-        };
-        outs.push(scaled_dot_product_attention(
-            one(&q),
-            keys,
-            values,
-            spec.scale,
-            None,
-            None,
-        )?);
-    }
-    // [n, heads, 1, d] is laid out as [n, heads * d].
-    Ok(concatenate(&outs, 0)?.reshape(&[1, n, -1])?)
+    Ok(NewRows {
+        q: qk.index((.., ..h)),
+        k: qk.index((.., h..)),
+        v: spec.split_heads(&pick(v)?, n, 1, spec.kv_heads)?,
+    })
 }
 
-/// Attention of one item's chunk of new tokens (batch rows `rows`):
-/// `[1, len, heads * head_dim]`.
-pub(super) fn chunk(
+/// One item's chunk (batch rows `rows`), rotated from position `offset`.
+pub(super) fn chunk_rows(
     spec: &AttentionSpec,
     [qk, v]: [&Array; 2],
     rows: std::ops::Range<i32>,
-    item: &mut BatchItem<'_>,
-    layer: usize,
-) -> Result<Array> {
+    offset: usize,
+) -> Result<NewRows> {
     let l = rows.end - rows.start;
     let take = |all: &Array| all.index((.., rows.clone(), ..));
-    let offset = item.cache.offset() as i32;
     let qk = spec.normed(spec.split_heads(&take(qk), 1, l, spec.heads + spec.kv_heads)?)?;
     let qk = rope(
         qk,
@@ -189,99 +172,243 @@ pub(super) fn chunk(
         spec.rope_traditional,
         spec.rope_base,
         1.0,
-        offset,
+        offset as i32,
         None,
     )?;
     let h = spec.heads as i32;
-    let (q, k) = (qk.index((.., ..h)), qk.index((.., h..)));
-    let v = spec.split_heads(&take(v), 1, l, spec.kv_heads)?;
-    let fixed = item.cache.capacity().is_some();
-    let (k, v) = item.cache.update(layer, k, v)?;
-    let offset = offset as usize;
-    let o = if fixed {
-        fixed_shape(spec, &q, &k, &v, offset)?
-    } else if spec.window.is_some_and(|w| offset + (l as usize) > w) {
-        // Some key is out of some query's window: an explicit mask. Slot j
-        // holds position `base + j` (the layer may have dropped old ones).
-        let (keys, base) = (k.dim(2) as usize, item.cache.start(layer));
-        let mut mask = Vec::with_capacity(l as usize * keys);
-        for r in 0..l as usize {
-            let query = offset + r;
-            let first = spec.first_visible(query);
-            mask.extend((base..base + keys).map(|p| first <= p && p <= query));
-        }
-        let mask = Array::from_slice(&mask, &[l, keys as i32]);
-        scaled_dot_product_attention(q, k, v, spec.scale, &mask, None)?
-    } else {
-        let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
-        scaled_dot_product_attention(q, k, v, spec.scale, mask, None)?
-    };
-    Ok(o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[1, l, -1])?)
+    Ok(NewRows {
+        q: qk.index((.., ..h)),
+        k: qk.index((.., h..)),
+        v: spec.split_heads(&take(v), 1, l, spec.kv_heads)?,
+    })
 }
 
-/// Causal attention for one sequence over a fixed-capacity cache, with
-/// shapes that depend only on the cache's capacity: queries (grouped by KV
-/// head) go through the score and value matmuls in padded blocks of
-/// [`ROW_BLOCK`] rows, and every query row sees all `capacity` key slots,
-/// masked. So a token's result is the same whatever the chunking of its
-/// prompt, the cached prefix, or the rest of the batch.
+/// Writes the decode group's new keys and values: one scatter each, row
+/// `j` at (slot `j`, position `j`).
+pub(super) fn write_decode(
+    [keys, values]: [&mut Array; 2],
+    decode: &DecodeGroup,
+    new: &NewRows,
+) -> Result<()> {
+    let (n, kv_heads, d) = (new.k.dim(0), new.k.dim(1), new.k.dim(3));
+    let at = (decode.slots.index(), .., &decode.offsets, ..);
+    keys.try_index_mut(at.clone(), new.k.reshape(&[n, kv_heads, d])?)?;
+    values.try_index_mut(at, new.v.reshape(&[n, kv_heads, d])?)?;
+    Ok(())
+}
+
+/// Writes one item's chunk into its slot from position `offset`.
+pub(super) fn write_chunk(
+    [keys, values]: [&mut Array; 2],
+    slot: usize,
+    offset: usize,
+    new: &NewRows,
+) -> Result<()> {
+    let (s, a) = (slot as i32, offset as i32);
+    let at = || (s..s + 1, .., a..a + new.k.dim(2), ..);
+    keys.try_index_mut(at(), &new.k)?;
+    values.try_index_mut(at(), &new.v)?;
+    Ok(())
+}
+
+/// Attention of one read of the decode group (its members' queries over
+/// their slots, after this step's keys were written): `[m, heads, 1, d]`.
+pub(super) fn decode_read(
+    spec: &AttentionSpec,
+    q: &Array,
+    read: &DecodeRead,
+    positions: &[usize],
+    kv: &KvStore,
+    layer: usize,
+) -> Result<Array> {
+    let q = q.index(read.range.start as i32..read.range.end as i32);
+    let (k, v) = kv.rows(layer, &read.slots, read.keys)?;
+    let positions = &positions[read.range.clone()];
+    if read.fixed {
+        return fixed_shape(spec, &q, &k, &v, positions);
+    }
+    // Row j sees its own positions first_visible..=position; a row that
+    // sees every key read needs no mask.
+    let sees_all = |&p: &usize| p + 1 == read.keys && spec.first_visible(p) == 0;
+    if positions.iter().all(sees_all) {
+        return Ok(scaled_dot_product_attention(
+            q, k, v, spec.scale, None, None,
+        )?);
+    }
+    let mut mask = Vec::with_capacity(positions.len() * read.keys);
+    for &p in positions {
+        let first = spec.first_visible(p);
+        mask.extend((0..read.keys).map(|key| first <= key && key <= p));
+    }
+    let mask = Array::from_slice(&mask, &[positions.len() as i32, 1, 1, read.keys as i32]);
+    Ok(scaled_dot_product_attention(
+        q, k, v, spec.scale, &mask, None,
+    )?)
+}
+
+/// Attention of one item's chunk of `l` new queries at `offset..` over its
+/// slot (its keys already written): `[1, l, heads * head_dim]`.
+pub(super) fn chunk_read(
+    spec: &AttentionSpec,
+    q: &Array,
+    slot: usize,
+    offset: usize,
+    kv: &KvStore,
+    layer: usize,
+) -> Result<Array> {
+    let l = q.dim(2) as usize;
+    let end = offset + l;
+    let o = if let Some(fixed) = kv.fixed(slot) {
+        let (k, v) = kv.slot(layer, slot, fixed);
+        fixed_shape(spec, q, &k, &v, &[offset])?
+    } else {
+        let (k, v) = kv.slot(layer, slot, end);
+        if spec.window.is_some_and(|w| end > w) {
+            // Some key is out of some query's window: an explicit mask.
+            let mut mask = Vec::with_capacity(l * end);
+            for query in offset..end {
+                let first = spec.first_visible(query);
+                mask.extend((0..end).map(|p| first <= p && p <= query));
+            }
+            let mask = Array::from_slice(&mask, &[l as i32, end as i32]);
+            scaled_dot_product_attention(q, k, v, spec.scale, &mask, None)?
+        } else {
+            let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
+            scaled_dot_product_attention(q, k, v, spec.scale, mask, None)?
+        }
+    };
+    Ok(o.transpose_axes(&[0, 2, 1, 3])?
+        .reshape(&[1, l as i32, -1])?)
+}
+
+/// Causal attention over fixed-capacity slots, with shapes that depend
+/// only on the capacity: queries (grouped by KV head) go through the score
+/// and value matmuls in padded blocks of [`ROW_BLOCK`] rows, every block its
+/// own product of one shape, and every query row sees all `capacity` key
+/// slots, masked. So a token's result is the same whatever the chunking of
+/// its prompt, the cached prefix, or the rest of the batch (and whether it
+/// is attended alone or with the decode group).
 ///
-/// `q`: `[1, heads, l, d]`; `k`, `v`: `[1, kv_heads, capacity, d]`; the new
-/// queries sit at positions `offset..offset + l`.
+/// `q`: `[n, heads, l, d]`; `k`, `v`: `[n, kv_heads, capacity, d]`; the new
+/// queries of sequence `i` sit at positions `offsets[i]..offsets[i] + l`.
 fn fixed_shape(
     spec: &AttentionSpec,
     q: &Array,
     k: &Array,
     v: &Array,
-    offset: usize,
+    offsets: &[usize],
 ) -> Result<Array> {
     let scale = spec.scale;
-    let (heads, l, d) = (q.dim(1), q.dim(2), q.dim(3));
+    let (n, heads, l, d) = (q.dim(0), q.dim(1), q.dim(2), q.dim(3));
     let (kv_heads, cap) = (k.dim(1), k.dim(2));
     let rep = heads / kv_heads;
     let rows = rep * l;
     let padded = (rows + ROW_BLOCK - 1) / ROW_BLOCK * ROW_BLOCK;
     let blocks = padded / ROW_BLOCK;
+    let groups = n * kv_heads;
 
-    // [kv_heads, rep * l, d], padded and split into row blocks.
-    let qg = q.reshape(&[kv_heads, rows, d])?;
+    // [n * kv_heads, rep * l, d], padded and split into row blocks.
+    let qg = q.reshape(&[groups, rows, d])?;
     let qg = if padded > rows {
-        let zeros = Array::zeros::<f32>(&[kv_heads, padded - rows, d])?;
+        let zeros = Array::zeros::<f32>(&[groups, padded - rows, d])?;
         concatenate(&[qg, zeros], 1)?
     } else {
         qg
     };
-    let qb = qg.reshape(&[kv_heads * blocks, ROW_BLOCK, d])?;
+    let qb = qg.reshape(&[groups * blocks, ROW_BLOCK, d])?;
     let per_block = |t: &Array| -> Result<Array> {
-        Ok(mlx_rs::ops::broadcast_to(
-            t.reshape(&[kv_heads, 1, cap, d])?,
-            &[kv_heads, blocks, cap, d],
-        )?
-        .reshape(&[kv_heads * blocks, cap, d])?)
+        Ok(
+            mlx_rs::ops::broadcast_to(t.reshape(&[groups, 1, cap, d])?, &[groups, blocks, cap, d])?
+                .reshape(&[groups * blocks, cap, d])?,
+        )
     };
     let (kb, vb) = (per_block(k)?, per_block(v)?);
     let scores = mlx_rs::ops::matmul(&qb, kb.transpose_axes(&[0, 2, 1])?)?
         .multiply(Array::from_f32(scale))?;
 
-    // Row r of a head group is query r % l, at position offset + r % l.
-    // Padding rows see key 0 only (their output is dropped).
-    let mut mask = vec![f32::NEG_INFINITY; (padded * cap) as usize];
-    for r in 0..padded as usize {
-        let row = &mut mask[r * cap as usize..(r + 1) * cap as usize];
-        if r >= rows as usize {
-            row[0] = 0.0;
-            continue;
+    // Row r of a head group is query r % l of its sequence, at position
+    // offset + r % l. Padding rows see key 0 only (their output is dropped).
+    let (padded_u, cap_u) = (padded as usize, cap as usize);
+    let mut mask = vec![f32::NEG_INFINITY; n as usize * padded_u * cap_u];
+    for (i, &offset) in offsets.iter().enumerate() {
+        for r in 0..padded_u {
+            let at = (i * padded_u + r) * cap_u;
+            let row = &mut mask[at..at + cap_u];
+            if r >= rows as usize {
+                row[0] = 0.0;
+                continue;
+            }
+            let query = offset + r % l as usize;
+            row[spec.first_visible(query)..=query].fill(0.0);
         }
-        let query = offset + r % l as usize;
-        row[spec.first_visible(query)..=query].fill(0.0);
     }
-    let mask = Array::from_slice(&mask, &[1, padded, cap]);
-    let scores = scores.reshape(&[kv_heads, padded, cap])?.add(&mask)?;
+    let mask = Array::from_slice(&mask, &[n, 1, padded, cap]);
+    let scores = scores.reshape(&[n, kv_heads, padded, cap])?.add(&mask)?;
     let probs = mlx_rs::ops::softmax_axis(&scores, -1, true)?.reshape(&[
-        kv_heads * blocks,
+        groups * blocks,
         ROW_BLOCK,
         cap,
     ])?;
-    let out = mlx_rs::ops::matmul(&probs, &vb)?.reshape(&[kv_heads, padded, d])?;
-    Ok(out.index((.., 0..rows, ..)).reshape(&[1, heads, l, d])?)
+    let out = mlx_rs::ops::matmul(&probs, &vb)?.reshape(&[groups, padded, d])?;
+    Ok(out.index((.., 0..rows, ..)).reshape(&[n, heads, l, d])?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::forward::layout::BatchLayout;
+    use crate::models::forward::BatchItem;
+    use crate::models::KvLayout;
+
+    /// The decode group's one scatter puts row j at (its slot, its
+    /// position), and nowhere else.
+    #[test]
+    fn decode_writes_land_in_each_rows_slot_and_position() {
+        let layout = KvLayout::uniform(1, 2, 3);
+        let mut kv = KvStore::new(&layout);
+        let slots: Vec<usize> = (0..3).map(|_| kv.open(None)).collect();
+        kv.advance(slots[0], 1);
+        kv.advance(slots[2], 5);
+        for &s in &slots {
+            kv.reserve(s, kv.offset(s) + 1).unwrap();
+        }
+        // Items in slot order 2, 0: the group reads by gather.
+        let items = [
+            BatchItem {
+                tokens: &[7],
+                slot: 2,
+                sample: true,
+            },
+            BatchItem {
+                tokens: &[8],
+                slot: 0,
+                sample: true,
+            },
+        ];
+        let group = BatchLayout::new(&items, &kv).decode.unwrap();
+        assert_eq!(group.positions, [5, 1]);
+        let rows: Vec<f32> = (0..12).map(|x| x as f32 + 1.0).collect();
+        let k = Array::from_slice(&rows, &[2, 2, 1, 3]);
+        let new = NewRows {
+            q: k.clone(),
+            k: k.clone(),
+            v: k.negative().unwrap(),
+        };
+        let (mut keys, mut values) = kv.take(0);
+        write_decode([&mut keys, &mut values], &group, &new).unwrap();
+        kv.put(0, (keys, values));
+        let at = |slot: usize, pos: usize| {
+            let (k, v) = kv.segment(slot, pos, pos + 1).unwrap().remove(0);
+            (k.as_slice::<f32>().to_vec(), v.as_slice::<f32>().to_vec())
+        };
+        assert_eq!(at(2, 5).0, rows[..6]);
+        assert_eq!(at(0, 1).0, rows[6..]);
+        assert_eq!(at(0, 1).1, rows[6..].iter().map(|x| -x).collect::<Vec<_>>());
+        assert_eq!(at(1, 0).0, [0.0; 6], "slot 1 untouched");
+        assert_eq!(
+            at(2, 1).0,
+            [0.0; 6],
+            "slot 2 written at its own position only"
+        );
+    }
 }

@@ -4,30 +4,41 @@
 use mlx_rs::ops::concatenate;
 use mlx_rs::Array;
 
-use super::attention::{self, AttentionSpec};
+use super::attention::{self, AttentionSpec, NewRows};
 use super::batch_item::BatchItem;
 use super::layout::BatchLayout;
 use super::linear;
 use crate::error::Result;
 use crate::loading::weights::{FusedLinear, Linear};
+use crate::models::kv_store::KvStore;
 
 /// One forward pass over a batch of items.
 pub struct ForwardContext<'p, 'a> {
-    items: &'p mut [BatchItem<'a>],
+    items: &'p [BatchItem<'a>],
+    kv: &'p mut KvStore,
     layout: BatchLayout,
     batch_invariant: bool,
 }
 
 impl<'p, 'a> ForwardContext<'p, 'a> {
     /// `batch_invariant`: every shape independent of the batch (row-blocked
-    /// matmuls, fixed-shape attention over fixed-capacity caches).
-    pub fn new(items: &'p mut [BatchItem<'a>], batch_invariant: bool) -> Self {
-        let layout = BatchLayout::new(items, !batch_invariant);
-        ForwardContext {
+    /// matmuls, fixed-shape attention over fixed-capacity slots). Makes room
+    /// in `kv` for every item's new tokens.
+    pub fn new(
+        items: &'p [BatchItem<'a>],
+        kv: &'p mut KvStore,
+        batch_invariant: bool,
+    ) -> Result<Self> {
+        for item in items {
+            kv.reserve(item.slot, kv.offset(item.slot) + item.tokens.len())?;
+        }
+        let layout = BatchLayout::new(items, kv);
+        Ok(ForwardContext {
             items,
+            kv,
             layout,
             batch_invariant,
-        }
+        })
     }
 
     /// Every item's new token ids, end to end: `[1, rows]`.
@@ -63,9 +74,12 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
 
     /// Attention of layer `layer` for every item: `qk` holds each row's
     /// queries then keys (`[1, rows, (heads + kv_heads) * head_dim]`), `v`
-    /// its values. RoPE is applied here (q and k in one call), the new keys
-    /// and values go into each item's cache, and the output comes back in
-    /// row order: `[1, rows, heads * head_dim]`.
+    /// its values. RoPE is applied here (q and k in one call per group), the
+    /// new keys and values are all written into the store first (so each
+    /// buffer is updated in place, once per writer), then the decode group
+    /// attends in one call (one per fixed capacity in batch-invariant mode)
+    /// and each chunk over its slot. The output comes back in row order:
+    /// `[1, rows, heads * head_dim]`.
     pub fn attention(
         &mut self,
         layer: usize,
@@ -73,23 +87,59 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
         v: &Array,
         spec: &AttentionSpec,
     ) -> Result<Array> {
-        let mut pieces = Vec::new();
-        if let Some(decode) = &self.layout.decode {
-            pieces.push(attention::decode_group(
-                spec,
-                [qk, v],
-                decode,
-                self.items,
-                layer,
-            )?);
-        }
-        for (i, item) in self.items.iter_mut().enumerate() {
+        let decode = match &self.layout.decode {
+            Some(d) => Some(attention::decode_rows(spec, [qk, v], d)?),
+            None => None,
+        };
+        let mut chunks: Vec<(usize, NewRows)> = Vec::new();
+        for (i, item) in self.items.iter().enumerate() {
             if self.layout.in_decode_group(i) {
                 continue;
             }
             let start = self.layout.starts[i];
             let rows = start..start + item.tokens.len() as i32;
-            pieces.push(attention::chunk(spec, [qk, v], rows, item, layer)?);
+            let offset = self.kv.offset(item.slot);
+            chunks.push((i, attention::chunk_rows(spec, [qk, v], rows, offset)?));
+        }
+
+        let (mut keys, mut values) = self.kv.take(layer);
+        if let (Some(group), Some(new)) = (&self.layout.decode, &decode) {
+            attention::write_decode([&mut keys, &mut values], group, new)?;
+        }
+        for (i, new) in &chunks {
+            let slot = self.items[*i].slot;
+            let offset = self.kv.offset(slot);
+            attention::write_chunk([&mut keys, &mut values], slot, offset, new)?;
+        }
+        self.kv.put(layer, (keys, values));
+
+        let mut pieces = Vec::new();
+        if let (Some(group), Some(new)) = (&self.layout.decode, &decode) {
+            let mut outs = Vec::with_capacity(group.reads.len());
+            for read in &group.reads {
+                outs.push(attention::decode_read(
+                    spec,
+                    &new.q,
+                    read,
+                    &group.positions,
+                    self.kv,
+                    layer,
+                )?);
+            }
+            let o = if outs.len() == 1 {
+                outs.pop().expect("one read")
+            } else {
+                concatenate(&outs, 0)?
+            };
+            // [n, heads, 1, d] is laid out as [1, n, heads * d].
+            pieces.push(o.reshape(&[1, group.items.len() as i32, -1])?);
+        }
+        for (i, new) in &chunks {
+            let slot = self.items[*i].slot;
+            let offset = self.kv.offset(slot);
+            pieces.push(attention::chunk_read(
+                spec, &new.q, slot, offset, self.kv, layer,
+            )?);
         }
         let o = if pieces.len() == 1 {
             pieces.pop().expect("one piece")
@@ -110,8 +160,8 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
         debug_assert_eq!(h.dim(1), self.layout.total, "one hidden row per token");
         let mut rows = Vec::new();
         let mut end = 0i32;
-        for item in self.items.iter_mut() {
-            item.cache.advance(item.tokens.len());
+        for item in self.items {
+            self.kv.advance(item.slot, item.tokens.len());
             end += item.tokens.len() as i32;
             if item.sample {
                 rows.push(end - 1);

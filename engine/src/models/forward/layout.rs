@@ -4,13 +4,14 @@
 use mlx_rs::Array;
 
 use super::batch_item::BatchItem;
+use crate::models::kv_store::{KvStore, SlotSet};
 
 pub(super) struct BatchLayout {
     /// First row of each item.
     pub starts: Vec<i32>,
     /// Rows over all items.
     pub total: i32,
-    /// The items that decode one token, attended as one group.
+    /// The items that add one token, attended as one group.
     pub decode: Option<DecodeGroup>,
     /// Attention outputs come decode group first; this permutation puts the
     /// rows back in item order (`None`: already in order).
@@ -24,25 +25,38 @@ pub(super) struct DecodeGroup {
     pub is_member: Vec<bool>,
     /// Their rows in the batch (`None`: every row is theirs, in order).
     pub rows: Option<Array>,
-    /// Their cache offsets (RoPE positions of their new token).
+    /// Their positions (the RoPE offset of their new token), as an array
+    /// and as numbers.
     pub offsets: Array,
+    pub positions: Vec<usize>,
+    /// Their slots, in group order (where the new keys are written).
+    pub slots: SlotSet,
+    /// How the group reads its keys: one read (and attention call) for the
+    /// whole group, or in batch-invariant mode one per distinct fixed
+    /// capacity (members sorted so that each read is a run of the group).
+    pub reads: Vec<DecodeRead>,
+}
+
+/// Members `range` of a decode group, read and attended together over
+/// `keys` positions of their slots.
+pub(super) struct DecodeRead {
+    pub range: std::ops::Range<usize>,
+    pub slots: SlotSet,
+    pub keys: usize,
+    /// Fixed-shape attention (batch-invariant mode).
+    pub fixed: bool,
 }
 
 impl BatchLayout {
-    /// `group_decoding`: whether one-token items form a decode group (not in
-    /// batch-invariant mode, where every item keeps fixed-shape attention).
-    pub fn new(items: &[BatchItem<'_>], group_decoding: bool) -> Self {
+    pub fn new(items: &[BatchItem<'_>], kv: &KvStore) -> Self {
         let mut starts = Vec::with_capacity(items.len());
         let mut total = 0i32;
         for item in items {
             starts.push(total);
             total += item.tokens.len() as i32;
         }
-        let is_member: Vec<bool> = items
-            .iter()
-            .map(|i| group_decoding && i.tokens.len() == 1)
-            .collect();
-        let members: Vec<usize> = (0..items.len()).filter(|&i| is_member[i]).collect();
+        let is_member: Vec<bool> = items.iter().map(|i| i.tokens.len() == 1).collect();
+        let mut members: Vec<usize> = (0..items.len()).filter(|&i| is_member[i]).collect();
         if members.is_empty() {
             return BatchLayout {
                 starts,
@@ -51,14 +65,35 @@ impl BatchLayout {
                 to_item_order: None,
             };
         }
+        // Batch-invariant slots read their fixed capacity: group equal ones.
+        members.sort_by_key(|&i| kv.fixed(items[i].slot));
+        let slot_of = |i: usize| items[i].slot;
+        let positions: Vec<usize> = members.iter().map(|&i| kv.offset(slot_of(i))).collect();
+        let mut reads: Vec<DecodeRead> = Vec::new();
+        let mut from = 0;
+        while from < members.len() {
+            let fixed = kv.fixed(slot_of(members[from]));
+            let to = from
+                + members[from..]
+                    .iter()
+                    .take_while(|&&i| kv.fixed(slot_of(i)) == fixed)
+                    .count();
+            let keys =
+                fixed.unwrap_or_else(|| positions[from..to].iter().max().expect("a member") + 1);
+            reads.push(DecodeRead {
+                range: from..to,
+                slots: SlotSet::new(members[from..to].iter().map(|&i| slot_of(i)).collect()),
+                keys,
+                fixed: fixed.is_some(),
+            });
+            from = to;
+        }
         // Row order of the attention output: the group, then the rest.
         let mut order: Vec<i32> = members.iter().map(|&i| starts[i]).collect();
         let n = order.len() as i32;
-        let rows = (n != total).then(|| Array::from_slice(&order, &[n]));
-        let offsets: Vec<i32> = members
-            .iter()
-            .map(|&i| items[i].cache.offset() as i32)
-            .collect();
+        let in_row_order = order.iter().enumerate().all(|(p, &r)| p as i32 == r);
+        let rows = (n != total || !in_row_order).then(|| Array::from_slice(&order, &[n]));
+        let offsets: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
         for (i, item) in items.iter().enumerate() {
             if !is_member[i] {
                 order.extend(starts[i]..starts[i] + item.tokens.len() as i32);
@@ -76,10 +111,13 @@ impl BatchLayout {
             starts,
             total,
             decode: Some(DecodeGroup {
+                slots: SlotSet::new(members.iter().map(|&i| slot_of(i)).collect()),
                 items: members,
                 is_member,
                 rows,
                 offsets: Array::from_slice(&offsets, &[n]),
+                positions,
+                reads,
             }),
             to_item_order,
         }

@@ -1,0 +1,321 @@
+//! The batch KV store: per layer, one key and one value buffer of shape
+//! `[slots, kv_heads, capacity, head_dim]` holding every running sequence,
+//! one slot each. A decode step writes all its new keys with ONE scatter per
+//! layer and reads every decoding sequence's keys with one slice (or one
+//! gather when the decoding slots are not `0..n`), so attention runs once per
+//! layer for all of them (`forward::attention`).
+//!
+//! Padded rather than paged: on the CPU a paged layout costs a gather of
+//! every page per layer and step, while padding costs only memory, which
+//! sequences of one server share (the capacity grows in steps of
+//! [`GROW_STEP`] positions to the longest running sequence, and the buffers
+//! are dropped when no slot is open). Writes happen in place: a buffer is
+//! taken out of the store, updated (MLX reuses its memory when nothing else
+//! holds it) and put back.
+//!
+//! Sliding-window layers keep every position and attention masks what is
+//! out of the window: a slot's positions then stay at fixed places, which
+//! one write per step and copying a prefix in and out rely on. A slot opened
+//! with a fixed capacity (batch-invariant mode) is read at exactly that many
+//! positions, masked, so its attention shapes depend on the request alone.
+
+use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
+use mlx_rs::Array;
+
+use super::kv_layout::KvLayout;
+use crate::error::{EngineError, Result};
+
+/// Keys and values of a run of positions of one sequence, one pair per
+/// layer, each `[1, kv_heads, len, head_dim]`.
+pub type KvSegment = Vec<(Array, Array)>;
+
+/// Positions the store's capacity grows by.
+pub const GROW_STEP: usize = 256;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    open: bool,
+    /// Positions written (the RoPE offset of the next token).
+    offset: usize,
+    /// Batch-invariant mode: attention reads exactly this many positions.
+    fixed: Option<usize>,
+}
+
+/// Every running sequence's keys and values, one slot each.
+pub struct KvStore {
+    layout: KvLayout,
+    /// Per layer: `(keys, values)`, each `[slots, kv_heads, capacity, d]`,
+    /// or `None` before the first write (and after the last slot closed).
+    layers: Vec<Option<(Array, Array)>>,
+    slots: Vec<Slot>,
+    /// Slots the buffers have room for.
+    allocated_slots: usize,
+    /// Positions per slot the buffers have room for.
+    capacity: usize,
+}
+
+impl KvStore {
+    pub fn new(layout: &KvLayout) -> Self {
+        KvStore {
+            layout: layout.clone(),
+            layers: (0..layout.num_layers()).map(|_| None).collect(),
+            slots: Vec::new(),
+            allocated_slots: 0,
+            capacity: 0,
+        }
+    }
+
+    /// Opens an empty slot (the lowest free one); `fixed`: the positions
+    /// attention reads in batch-invariant mode.
+    pub fn open(&mut self, fixed: Option<usize>) -> usize {
+        let slot = Slot {
+            open: true,
+            offset: 0,
+            fixed,
+        };
+        match self.slots.iter().position(|s| !s.open) {
+            Some(i) => {
+                self.slots[i] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    /// Closes a slot; its positions may be overwritten by the next
+    /// sequence. When no slot is open the buffers are freed.
+    pub fn close(&mut self, slot: usize) {
+        self.slots[slot].open = false;
+        if self.slots.iter().all(|s| !s.open) {
+            self.slots.clear();
+            self.layers.iter_mut().for_each(|l| *l = None);
+            self.allocated_slots = 0;
+            self.capacity = 0;
+        }
+    }
+
+    /// Tokens written in `slot` (the RoPE offset of its next token).
+    pub fn offset(&self, slot: usize) -> usize {
+        self.slots[slot].offset
+    }
+
+    /// The positions attention reads for `slot` in batch-invariant mode.
+    pub fn fixed(&self, slot: usize) -> Option<usize> {
+        self.slots[slot].fixed
+    }
+
+    /// Records that `n` more positions of `slot` were written by every layer.
+    pub fn advance(&mut self, slot: usize, n: usize) {
+        self.slots[slot].offset += n;
+    }
+
+    /// Makes room for `slot` to hold `end` positions (and all of its fixed
+    /// capacity): grows every layer's buffers, copying what they hold. Call
+    /// it for every slot of a pass before the pass writes.
+    pub fn reserve(&mut self, slot: usize, end: usize) -> Result<()> {
+        let s = self.slots[slot];
+        if let Some(fixed) = s.fixed.filter(|&f| end > f) {
+            return Err(EngineError::InvalidRequest {
+                message: format!("sequence of {end} positions exceeds its cache of {fixed}"),
+                param: None,
+            });
+        }
+        let positions = end.max(s.fixed.unwrap_or(0));
+        let (slots, capacity) = (
+            self.slots.len().max(self.allocated_slots),
+            self.capacity.max(positions.div_ceil(GROW_STEP) * GROW_STEP),
+        );
+        if slots == self.allocated_slots && capacity == self.capacity {
+            return Ok(());
+        }
+        for (layer, kv) in self.layers.iter_mut().enumerate() {
+            let l = self.layout.layers[layer];
+            let shape = [
+                slots as i32,
+                l.kv_heads as i32,
+                capacity as i32,
+                l.head_dim as i32,
+            ];
+            let grow = |old: Option<Array>| -> Result<Array> {
+                let mut buf = Array::zeros::<f32>(&shape)?;
+                if let Some(old) = old {
+                    let kept = (0..old.dim(0), .., 0..old.dim(2), ..);
+                    buf.try_index_mut(kept, old)?;
+                }
+                Ok(buf)
+            };
+            let (k, v) = match kv.take() {
+                Some((k, v)) => (Some(k), Some(v)),
+                None => (None, None),
+            };
+            *kv = Some((grow(k)?, grow(v)?));
+        }
+        self.allocated_slots = slots;
+        self.capacity = capacity;
+        Ok(())
+    }
+
+    /// Takes a layer's buffers out for writing (so MLX can update them in
+    /// place); [`KvStore::put`] returns them.
+    pub fn take(&mut self, layer: usize) -> (Array, Array) {
+        self.layers[layer]
+            .take()
+            .expect("reserve() before writing a layer")
+    }
+
+    pub fn put(&mut self, layer: usize, kv: (Array, Array)) {
+        self.layers[layer] = Some(kv);
+    }
+
+    /// Keys and values of `layer` for `slots` (`[n, kv_heads, positions,
+    /// d]`): a slice when the slots are `0..n`, else one gather.
+    pub fn rows(&self, layer: usize, slots: &SlotSet, positions: usize) -> Result<(Array, Array)> {
+        let (k, v) = self.layers[layer]
+            .as_ref()
+            .expect("written before it is read");
+        let p = positions as i32;
+        Ok(match &slots.gather {
+            None => {
+                let n = slots.len as i32;
+                (k.index((0..n, .., 0..p, ..)), v.index((0..n, .., 0..p, ..)))
+            }
+            Some(idx) => (
+                k.index((.., .., 0..p, ..)).take_axis(idx, 0)?,
+                v.index((.., .., 0..p, ..)).take_axis(idx, 0)?,
+            ),
+        })
+    }
+
+    /// Keys and values of `layer` for one slot: `[1, kv_heads, positions, d]`.
+    pub fn slot(&self, layer: usize, slot: usize, positions: usize) -> (Array, Array) {
+        let (k, v) = self.layers[layer]
+            .as_ref()
+            .expect("written before it is read");
+        let (s, p) = (slot as i32, positions as i32);
+        (
+            k.index((s..s + 1, .., 0..p, ..)),
+            v.index((s..s + 1, .., 0..p, ..)),
+        )
+    }
+
+    /// Fills an empty slot with a cached prefix (`segments` back to back,
+    /// `len` positions in all).
+    pub fn load(&mut self, slot: usize, segments: &[KvSegment], len: usize) -> Result<()> {
+        if segments.is_empty() {
+            return Ok(());
+        }
+        self.reserve(slot, len)?;
+        let s = slot as i32;
+        for layer in 0..self.layers.len() {
+            let (mut k, mut v) = self.take(layer);
+            let mut at = 0i32;
+            for seg in segments {
+                let (sk, sv) = &seg[layer];
+                let n = sk.dim(2);
+                k.try_index_mut((s..s + 1, .., at..at + n, ..), sk)?;
+                v.try_index_mut((s..s + 1, .., at..at + n, ..), sv)?;
+                at += n;
+            }
+            self.put(layer, (k, v));
+        }
+        self.slots[slot].offset = len;
+        Ok(())
+    }
+
+    /// A contiguous copy of positions `start..end` of `slot` (so the copy
+    /// does not keep the store's buffers alive).
+    pub fn segment(&self, slot: usize, start: usize, end: usize) -> Result<KvSegment> {
+        let (s, a, b) = (slot as i32, start as i32, end as i32);
+        self.layers
+            .iter()
+            .map(|l| {
+                let (k, v) = l.as_ref().expect("segment of a written slot");
+                Ok((
+                    k.index((s..s + 1, .., a..b, ..)).contiguous()?,
+                    v.index((s..s + 1, .., a..b, ..)).contiguous()?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Every key and value buffer (to evaluate them with the logits).
+    pub fn arrays(&self) -> impl Iterator<Item = &Array> {
+        self.layers.iter().flatten().flat_map(|(k, v)| [k, v])
+    }
+}
+
+/// A set of slots read together: which rows of the store, and how.
+pub struct SlotSet {
+    /// The slots, in the order their rows come out.
+    pub slots: Vec<usize>,
+    len: usize,
+    /// `None`: the slots are `0..len` in order, read by a slice.
+    gather: Option<Array>,
+}
+
+impl SlotSet {
+    pub fn new(slots: Vec<usize>) -> Self {
+        let len = slots.len();
+        let in_order = slots.iter().enumerate().all(|(i, &s)| i == s);
+        let gather = (!in_order).then(|| {
+            let idx: Vec<i32> = slots.iter().map(|&s| s as i32).collect();
+            Array::from_slice(&idx, &[len as i32])
+        });
+        SlotSet { slots, len, gather }
+    }
+
+    /// The slots as an index array.
+    pub fn index(&self) -> Array {
+        let idx: Vec<i32> = self.slots.iter().map(|&s| s as i32).collect();
+        Array::from_slice(&idx, &[self.len as i32])
+    }
+}
+
+/// One sequence's own store: what single-sequence callers (tests, tools,
+/// `generate`) pass to [`crate::models::CausalLm::forward`].
+pub struct KvCache {
+    pub store: KvStore,
+    pub slot: usize,
+}
+
+impl KvCache {
+    pub fn new(layout: &KvLayout) -> Self {
+        KvCache::open(layout, None)
+    }
+
+    /// A cache whose attention reads `capacity` positions (batch-invariant
+    /// mode).
+    pub fn with_capacity(layout: &KvLayout, capacity: usize) -> Self {
+        KvCache::open(layout, Some(capacity))
+    }
+
+    fn open(layout: &KvLayout, fixed: Option<usize>) -> Self {
+        let mut store = KvStore::new(layout);
+        let slot = store.open(fixed);
+        KvCache { store, slot }
+    }
+
+    /// A cache holding a reused prefix.
+    pub fn from_segments(
+        layout: &KvLayout,
+        segments: &[KvSegment],
+        len: usize,
+        capacity: Option<usize>,
+    ) -> Result<Self> {
+        let mut cache = KvCache::open(layout, capacity);
+        cache.store.load(cache.slot, segments, len)?;
+        Ok(cache)
+    }
+
+    pub fn offset(&self) -> usize {
+        self.store.offset(self.slot)
+    }
+
+    /// Positions `start..end` of every layer.
+    pub fn segment(&self, start: usize, end: usize) -> Result<KvSegment> {
+        self.store.segment(self.slot, start, end)
+    }
+}
