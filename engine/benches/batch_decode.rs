@@ -59,7 +59,10 @@ fn reference(args: &Args) -> Vec<Option<f64>> {
     let Some((python, weights)) = &args.reference else {
         return vec![None; args.levels.len()];
     };
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/reference/padded_decode.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/reference/padded_decode.py"
+    );
     let out = std::env::temp_dir().join(format!("afm-padded-{}.json", std::process::id()));
     let levels: Vec<String> = args.levels.iter().map(|l| l.to_string()).collect();
     let status = std::process::Command::new(python)

@@ -120,7 +120,12 @@ fn llama_conforms_in_batch_invariant_mode() {
     let config = llama_config();
     let mut model = load(config.clone(), &llama_weights(&config, 2));
     model.set_batch_invariant(true).unwrap();
-    let lens = [11, 4, 9, 6, 13, 2, 8, 5];
+    let lens: Vec<usize> = [11, 4, 9, 6, 13, 2, 8, 5]
+        .iter()
+        .cycle()
+        .take(32)
+        .copied()
+        .collect();
     batch_invariant_mode(model.as_ref(), &scripts(VOCAB as u32, &lens, 4), 64);
 }
 

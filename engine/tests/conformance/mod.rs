@@ -255,19 +255,27 @@ pub fn default_mode(model: &dyn CausalLm, scripts: &[Script]) {
 }
 
 /// Check 4, for a model in batch-invariant mode: `scripts[0]` alone, in
-/// slots 0, 3 and 7 of a batch of 8, chunked, and from a cached prefix,
-/// all bit-identical.
+/// slots 0, 3 and 7 of a batch of 8 (and in batches of 16, 24 and 32 given
+/// 32 scripts),
+/// chunked, and from a cached prefix, all bit-identical.
 pub fn batch_invariant_mode(model: &dyn CausalLm, scripts: &[Script], capacity: usize) {
     assert!(scripts.len() >= 8, "eight scripts to fill a batch");
     let fixed = || KvCache::with_capacity(model.kv_layout(), capacity);
     let target = &scripts[0];
     let alone = run_alone(model, target, fixed());
-    for slot in [0, 3, 7] {
-        let mut batch: Vec<Script> = scripts[1..8].to_vec();
+    for (size, slot) in [(8, 0), (8, 3), (8, 7), (16, 9), (24, 5), (32, 20), (32, 31)] {
+        if scripts.len() < size {
+            continue;
+        }
+        let mut batch: Vec<Script> = scripts[1..size].to_vec();
         batch.insert(slot, target.clone());
-        let caches = (0..8).map(|_| fixed()).collect();
+        let caches = (0..size).map(|_| fixed()).collect();
         let rows = run_batched(model, &batch, caches, 4);
-        identical(&format!("slot {slot} of 8 vs alone"), &alone, &rows[slot]);
+        identical(
+            &format!("slot {slot} of {size} vs alone"),
+            &alone,
+            &rows[slot],
+        );
     }
     let chunked = run_batched(model, std::slice::from_ref(target), vec![fixed()], 5);
     identical("chunks of 5 vs whole prompt", &alone, &chunked[0]);
