@@ -81,6 +81,12 @@ impl Weights {
 
 fn llama_weights(c: &ModelConfig, seed: u64) -> TensorMap {
     let mut w = Weights::new(seed);
+    llama_tensors(&mut w, c);
+    w.into_map()
+}
+
+/// The tensors of a llama checkpoint (the base other architectures add to).
+fn llama_tensors(w: &mut Weights, c: &ModelConfig) {
     let (d, q, kv) = (
         c.hidden_size,
         c.num_heads * c.head_dim,
@@ -101,7 +107,6 @@ fn llama_weights(c: &ModelConfig, seed: u64) -> TensorMap {
     }
     w.norm("model.norm.weight", d);
     w.matrix("lm_head", c.vocab_size, d);
-    w.into_map()
 }
 
 fn load(config: ModelConfig, weights: &TensorMap) -> Box<dyn CausalLm> {
@@ -139,6 +144,50 @@ fn llama_with_interleaved_rope_conforms() {
     };
     let model = load(config.clone(), &llama_weights(&config, 3));
     default_mode(model.as_ref(), &scripts(VOCAB as u32, &[5, 10, 8], 3));
+}
+
+/// Gemma 3 with a sliding window of 4 (layer 0; layer 1 global) on prompts
+/// of up to 13 tokens: the decode group's window masks (chunks of 1 put
+/// every prompt token through it) must give what the prefill chunk's own
+/// window mask gives on the whole prompt, batched and from a cached prefix
+/// too; and the same bit for bit in batch-invariant mode.
+#[test]
+fn gemma3_with_a_sliding_window_conforms() {
+    let config = ModelConfig {
+        architecture: "gemma3_text".into(),
+        ..llama_config()
+    };
+    let mut hyper = HyperParams::default();
+    hyper.values.insert("sliding_window".into(), 4.into());
+    hyper.values.insert(
+        "layer_types".into(),
+        serde_json::json!(["sliding_attention", "full_attention"]),
+    );
+    let weights = || {
+        let mut w = Weights::new(6);
+        let head = config.head_dim;
+        for i in 0..config.num_layers {
+            let p = format!("model.layers.{i}");
+            w.norm(&format!("{p}.self_attn.q_norm.weight"), head);
+            w.norm(&format!("{p}.self_attn.k_norm.weight"), head);
+            w.norm(
+                &format!("{p}.pre_feedforward_layernorm.weight"),
+                config.hidden_size,
+            );
+            w.norm(
+                &format!("{p}.post_feedforward_layernorm.weight"),
+                config.hidden_size,
+            );
+        }
+        llama_tensors(&mut w, &config);
+        w.into_map()
+    };
+    let model = registry::load(config.clone(), &hyper, &weights()).unwrap();
+    default_mode(model.as_ref(), &scripts(VOCAB as u32, &[7, 12, 3, 9], 4));
+    let mut model = registry::load(config.clone(), &hyper, &weights()).unwrap();
+    model.set_batch_invariant(true).unwrap();
+    let lens = [11, 4, 9, 6, 13, 2, 8, 5];
+    batch_invariant_mode(model.as_ref(), &scripts(VOCAB as u32, &lens, 4), 64);
 }
 
 /// An LM head whose rows are not the vocabulary is refused at load: the
