@@ -225,7 +225,10 @@ pub(super) fn decode_read(
     let (k, v) = kv.rows(layer, &read.slots, read.keys)?;
     let positions = &positions[read.range.clone()];
     if read.fixed {
-        return fixed_shape(spec, &q, &k, &v, positions);
+        let mask = read.mask(spec.window, || {
+            fixed_mask(spec, positions, 1, spec.heads / spec.kv_heads, read.keys)
+        });
+        return fixed_shape(spec, &q, &k, &v, &mask);
     }
     // Row j sees its own positions first_visible..=position; a row that
     // sees every key read needs no mask.
@@ -235,12 +238,14 @@ pub(super) fn decode_read(
             q, k, v, spec.scale, None, None,
         )?);
     }
-    let mut mask = Vec::with_capacity(positions.len() * read.keys);
-    for &p in positions {
-        let first = spec.first_visible(p);
-        mask.extend((0..read.keys).map(|key| first <= key && key <= p));
-    }
-    let mask = Array::from_slice(&mask, &[positions.len() as i32, 1, 1, read.keys as i32]);
+    let mask = read.mask(spec.window, || {
+        let mut mask = Vec::with_capacity(positions.len() * read.keys);
+        for &p in positions {
+            let first = spec.first_visible(p);
+            mask.extend((0..read.keys).map(|key| first <= key && key <= p));
+        }
+        Array::from_slice(&mask, &[positions.len() as i32, 1, 1, read.keys as i32])
+    });
     Ok(scaled_dot_product_attention(
         q, k, v, spec.scale, &mask, None,
     )?)
@@ -260,7 +265,8 @@ pub(super) fn chunk_read(
     let end = offset + l;
     let o = if let Some(fixed) = kv.fixed(slot) {
         let (k, v) = kv.slot(layer, slot, fixed);
-        fixed_shape(spec, q, &k, &v, &[offset])?
+        let mask = fixed_mask(spec, &[offset], l, spec.heads / spec.kv_heads, fixed);
+        fixed_shape(spec, q, &k, &v, &mask)?
     } else {
         let (k, v) = kv.slot(layer, slot, end);
         if spec.window.is_some_and(|w| end > w) {
@@ -284,30 +290,28 @@ pub(super) fn chunk_read(
 /// Causal attention over fixed-capacity slots, with shapes that depend
 /// only on the capacity: queries (grouped by KV head) go through the score
 /// and value matmuls in padded blocks of [`ROW_BLOCK`] rows, every block its
-/// own product of one shape, and every query row sees all `capacity` key
-/// slots, masked. So a token's result is the same whatever the chunking of
-/// its prompt, the cached prefix, or the rest of the batch (and whether it
-/// is attended alone or with the decode group).
+/// own product of one shape (`[8, d] x [d, capacity]`), and every query row
+/// sees all `capacity` key slots, masked. So a token's result is the same
+/// whatever the chunking of its prompt, the cached prefix, or the rest of
+/// the batch (and whether it is attended alone or with the decode group).
 ///
-/// `q`: `[n, heads, l, d]`; `k`, `v`: `[n, kv_heads, capacity, d]`; the new
-/// queries of sequence `i` sit at positions `offsets[i]..offsets[i] + l`.
+/// `q`: `[n, heads, l, d]`; `k`, `v`: `[n, kv_heads, capacity, d]` (views of
+/// the store are fine); `mask` from [`fixed_mask`].
 fn fixed_shape(
     spec: &AttentionSpec,
     q: &Array,
     k: &Array,
     v: &Array,
-    offsets: &[usize],
+    mask: &Array,
 ) -> Result<Array> {
-    let scale = spec.scale;
     let (n, heads, l, d) = (q.dim(0), q.dim(1), q.dim(2), q.dim(3));
-    let (kv_heads, cap) = (k.dim(1), k.dim(2));
-    let rep = heads / kv_heads;
-    let rows = rep * l;
+    let kv_heads = k.dim(1);
+    let rows = heads / kv_heads * l;
     let padded = (rows + ROW_BLOCK - 1) / ROW_BLOCK * ROW_BLOCK;
     let blocks = padded / ROW_BLOCK;
     let groups = n * kv_heads;
 
-    // [n * kv_heads, rep * l, d], padded and split into row blocks.
+    // [n * kv_heads, rep * l, d], padded to whole row blocks.
     let qg = q.reshape(&[groups, rows, d])?;
     let qg = if padded > rows {
         let zeros = Array::zeros::<f32>(&[groups, padded - rows, d])?;
@@ -315,42 +319,58 @@ fn fixed_shape(
     } else {
         qg
     };
-    let qb = qg.reshape(&[groups * blocks, ROW_BLOCK, d])?;
-    let per_block = |t: &Array| -> Result<Array> {
-        Ok(
-            mlx_rs::ops::broadcast_to(t.reshape(&[groups, 1, cap, d])?, &[groups, blocks, cap, d])?
-                .reshape(&[groups * blocks, cap, d])?,
-        )
+    // Keys and values are read where they lie; each block is one product
+    // per (sequence, KV head) of the same shape, never folded into a larger
+    // one (a product per block costs an MLX operation; copying the keys per
+    // block cost a copy of the slot per block).
+    let qg = qg.reshape(&[n, kv_heads, padded, d])?;
+    let kt = k.transpose_axes(&[0, 1, 3, 2])?;
+    let scale = Array::from_f32(spec.scale);
+    let mut outs = Vec::with_capacity(blocks as usize);
+    for b in 0..blocks {
+        let r = b * ROW_BLOCK..(b + 1) * ROW_BLOCK;
+        let (qb, mb) = if blocks == 1 {
+            (qg.clone(), mask.clone())
+        } else {
+            (
+                qg.index((.., .., r.clone(), ..)),
+                mask.index((.., .., r, ..)),
+            )
+        };
+        let scores = mlx_rs::ops::matmul(&qb, &kt)?.multiply(&scale)?.add(&mb)?;
+        let probs = mlx_rs::ops::softmax_axis(&scores, -1, true)?;
+        outs.push(mlx_rs::ops::matmul(&probs, v)?);
+    }
+    let out = if outs.len() == 1 {
+        outs.pop().expect("one block")
+    } else {
+        concatenate(&outs, 2)?
     };
-    let (kb, vb) = (per_block(k)?, per_block(v)?);
-    let scores = mlx_rs::ops::matmul(&qb, kb.transpose_axes(&[0, 2, 1])?)?
-        .multiply(Array::from_f32(scale))?;
+    let out = out.reshape(&[groups, padded, d])?;
+    Ok(out.index((.., 0..rows, ..)).reshape(&[n, heads, l, d])?)
+}
 
-    // Row r of a head group is query r % l of its sequence, at position
-    // offset + r % l. Padding rows see key 0 only (their output is dropped).
-    let (padded_u, cap_u) = (padded as usize, cap as usize);
-    let mut mask = vec![f32::NEG_INFINITY; n as usize * padded_u * cap_u];
+/// The additive mask of [`fixed_shape`], `[n, 1, padded rows, capacity]`:
+/// row r of a head group is query r % l of its sequence, at position
+/// `offsets[i] + r % l`; padding rows see key 0 only (their output is
+/// dropped).
+fn fixed_mask(spec: &AttentionSpec, offsets: &[usize], l: usize, rep: usize, cap: usize) -> Array {
+    let rows = rep * l;
+    let padded = rows.div_ceil(ROW_BLOCK as usize) * ROW_BLOCK as usize;
+    let mut mask = vec![f32::NEG_INFINITY; offsets.len() * padded * cap];
     for (i, &offset) in offsets.iter().enumerate() {
-        for r in 0..padded_u {
-            let at = (i * padded_u + r) * cap_u;
-            let row = &mut mask[at..at + cap_u];
-            if r >= rows as usize {
+        for r in 0..padded {
+            let at = (i * padded + r) * cap;
+            let row = &mut mask[at..at + cap];
+            if r >= rows {
                 row[0] = 0.0;
                 continue;
             }
-            let query = offset + r % l as usize;
+            let query = offset + r % l;
             row[spec.first_visible(query)..=query].fill(0.0);
         }
     }
-    let mask = Array::from_slice(&mask, &[n, 1, padded, cap]);
-    let scores = scores.reshape(&[n, kv_heads, padded, cap])?.add(&mask)?;
-    let probs = mlx_rs::ops::softmax_axis(&scores, -1, true)?.reshape(&[
-        groups * blocks,
-        ROW_BLOCK,
-        cap,
-    ])?;
-    let out = mlx_rs::ops::matmul(&probs, &vb)?.reshape(&[groups, padded, d])?;
-    Ok(out.index((.., 0..rows, ..)).reshape(&[n, heads, l, d])?)
+    Array::from_slice(&mask, &[offsets.len() as i32, 1, padded as i32, cap as i32])
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Where each item's tokens sit in the batch row and how attention groups
 //! them. The same for every layer of a pass, so it is built once per pass.
 
+use std::cell::RefCell;
+
 use mlx_rs::Array;
 
 use super::batch_item::BatchItem;
@@ -45,6 +47,21 @@ pub(super) struct DecodeRead {
     pub keys: usize,
     /// Fixed-shape attention (batch-invariant mode).
     pub fixed: bool,
+    /// Its attention masks, built once per pass for each window size.
+    masks: RefCell<Vec<(Option<usize>, Array)>>,
+}
+
+impl DecodeRead {
+    /// The mask for layers of `window`, built by `build` on first use.
+    pub fn mask(&self, window: Option<usize>, build: impl FnOnce() -> Array) -> Array {
+        let mut masks = self.masks.borrow_mut();
+        if let Some((_, m)) = masks.iter().find(|(w, _)| *w == window) {
+            return m.clone();
+        }
+        let m = build();
+        masks.push((window, m.clone()));
+        m
+    }
 }
 
 impl BatchLayout {
@@ -85,6 +102,7 @@ impl BatchLayout {
                 slots: SlotSet::new(members[from..to].iter().map(|&i| slot_of(i)).collect()),
                 keys,
                 fixed: fixed.is_some(),
+                masks: RefCell::new(Vec::new()),
             });
             from = to;
         }
