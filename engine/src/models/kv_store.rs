@@ -8,8 +8,9 @@
 //! Padded rather than paged: on the CPU a paged layout costs a gather of
 //! every page per layer and step, while padding costs only memory, which
 //! sequences of one server share (the capacity grows in steps of
-//! [`GROW_STEP`] positions to the longest running sequence, and the buffers
-//! are dropped when no slot is open). Writes happen in place: a buffer is
+//! [`GROW_STEP`] positions to the longest running sequence and shrinks back
+//! when the open slots need half of it; the buffers are dropped when no slot
+//! is open). Writes happen in place: a buffer is
 //! taken out of the store, updated (MLX reuses its memory when nothing else
 //! holds it) and put back.
 //!
@@ -86,15 +87,35 @@ impl KvStore {
     }
 
     /// Closes a slot; its positions may be overwritten by the next
-    /// sequence. When no slot is open the buffers are freed.
-    pub fn close(&mut self, slot: usize) {
+    /// sequence. When no slot is open the buffers are freed; when the open
+    /// ones need at most half the slots or half the capacity, the buffers
+    /// shrink to what they need (so one long request does not keep every
+    /// slot at its length after it ended).
+    pub fn close(&mut self, slot: usize) -> Result<()> {
         self.slots[slot].open = false;
-        if self.slots.iter().all(|s| !s.open) {
-            self.slots.clear();
+        while self.slots.last().is_some_and(|s| !s.open) {
+            self.slots.pop();
+        }
+        if self.slots.is_empty() {
             self.layers.iter_mut().for_each(|l| *l = None);
             self.allocated_slots = 0;
             self.capacity = 0;
+            return Ok(());
         }
+        let needed = self
+            .slots
+            .iter()
+            .filter(|s| s.open)
+            .map(|s| s.offset.max(s.fixed.unwrap_or(0)))
+            .max()
+            .unwrap_or(0)
+            .max(1)
+            .div_ceil(GROW_STEP)
+            * GROW_STEP;
+        if self.slots.len() * 2 <= self.allocated_slots || needed * 2 <= self.capacity {
+            self.resize(self.slots.len(), needed.min(self.capacity))?;
+        }
+        Ok(())
     }
 
     /// Tokens written in `slot` (the RoPE offset of its next token).
@@ -131,7 +152,14 @@ impl KvStore {
         if slots == self.allocated_slots && capacity == self.capacity {
             return Ok(());
         }
-        for (layer, kv) in self.layers.iter_mut().enumerate() {
+        self.resize(slots, capacity)
+    }
+
+    /// New buffers of `slots` x `capacity`, holding what the old ones held
+    /// within those bounds. On failure nothing changes.
+    fn resize(&mut self, slots: usize, capacity: usize) -> Result<()> {
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for (layer, kv) in self.layers.iter().enumerate() {
             let l = self.layout.layers[layer];
             let shape = [
                 slots as i32,
@@ -139,20 +167,23 @@ impl KvStore {
                 capacity as i32,
                 l.head_dim as i32,
             ];
-            let grow = |old: Option<Array>| -> Result<Array> {
+            let copy = |old: Option<&Array>| -> Result<Array> {
                 let mut buf = Array::zeros::<f32>(&shape)?;
                 if let Some(old) = old {
-                    let kept = (0..old.dim(0), .., 0..old.dim(2), ..);
-                    buf.try_index_mut(kept, old)?;
+                    let s = old.dim(0).min(slots as i32);
+                    let c = old.dim(2).min(capacity as i32);
+                    let kept = || (0..s, .., 0..c, ..);
+                    buf.try_index_mut(kept(), old.index(kept()))?;
                 }
                 Ok(buf)
             };
-            let (k, v) = match kv.take() {
+            let (k, v) = match kv {
                 Some((k, v)) => (Some(k), Some(v)),
                 None => (None, None),
             };
-            *kv = Some((grow(k)?, grow(v)?));
+            layers.push(Some((copy(k)?, copy(v)?)));
         }
+        self.layers = layers;
         self.allocated_slots = slots;
         self.capacity = capacity;
         Ok(())
@@ -317,5 +348,46 @@ impl KvCache {
     /// Positions `start..end` of every layer.
     pub fn segment(&self, start: usize, end: usize) -> Result<KvSegment> {
         self.store.segment(self.slot, start, end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` positions whose keys are `base + p` (values: the negation).
+    fn segment(base: f32, n: usize) -> KvSegment {
+        let keys: Vec<f32> = (0..n).map(|p| base + p as f32).collect();
+        let k = Array::from_slice(&keys, &[1, 1, n as i32, 1]);
+        vec![(k.clone(), k.negative().unwrap())]
+    }
+
+    fn keys(kv: &KvStore, slot: usize) -> Vec<f32> {
+        let n = kv.offset(slot);
+        kv.segment(slot, 0, n).unwrap()[0]
+            .0
+            .as_slice::<f32>()
+            .to_vec()
+    }
+
+    /// A long sequence grows every slot; once it ends, the store shrinks
+    /// back and the other slots keep what they hold.
+    #[test]
+    fn the_store_grows_for_a_long_sequence_and_shrinks_after_it() {
+        let mut kv = KvStore::new(&KvLayout::uniform(1, 1, 1));
+        let short = kv.open(None);
+        kv.load(short, &[segment(0.0, 10)], 10).unwrap();
+        let long = kv.open(None);
+        kv.load(long, &[segment(100.0, 600)], 600).unwrap();
+        assert_eq!((kv.allocated_slots, kv.capacity), (2, 768));
+        let before = keys(&kv, short);
+        kv.close(long).unwrap();
+        assert_eq!((kv.allocated_slots, kv.capacity), (1, GROW_STEP));
+        assert_eq!(keys(&kv, short), before);
+        // A slot opened next reuses the freed index.
+        assert_eq!(kv.open(None), 1);
+        kv.close(1).unwrap();
+        kv.close(short).unwrap();
+        assert!(kv.arrays().next().is_none(), "no slot open: buffers freed");
     }
 }

@@ -1,15 +1,12 @@
-//! Linear layers inside a forward pass. In batch-invariant mode the rows are
-//! zero-padded to a multiple of [`ROW_MULTIPLE`] so a row's result never
-//! depends on how many other rows share the call: BLAS kernels pick their
-//! code path, and so the rounding, by shape (a row that falls in a partial
-//! tile of the kernel is computed by other code), and an f32 GEMM whose row
-//! count is a multiple of 16 computes each row alike whatever that count.
-//! Measured, not assumed: with OpenBLAS a multiple of 8 differed at 32 rows,
-//! 16 held at every batch the conformance runner tries (8 to 32); the
-//! runner and `tests/batch_invariance.rs` fail where a BLAS breaks it. One
-//! product reads the weights once, where a call per block of 8 rows read
-//! them once per block. Quantized weights (Metal) keep one product per
-//! block of [`ROW_BLOCK`] rows.
+//! Linear layers inside a forward pass. In batch-invariant mode the rows go
+//! through every matmul in zero-padded blocks of [`ROW_BLOCK`], each block
+//! its own product of identical shape, so a row's result never depends on
+//! how many other rows share the call: BLAS kernels pick their code path,
+//! and so the rounding, by shape. (One product over rows padded to a
+//! multiple of 16 held for SmolLM2's shapes under OpenBLAS and BLIS but not
+//! for small ones, where OpenBLAS takes its small-matrix kernels: measured
+//! by the conformance runner on the mlx-lm reference models. Invariance
+//! must not rest on a BLAS's size thresholds.)
 
 use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::IndexOp;
@@ -18,13 +15,10 @@ use mlx_rs::Array;
 use crate::error::Result;
 use crate::loading::weights::{FusedLinear, Linear};
 
-/// Rows per product of a quantized linear layer in batch-invariant mode,
-/// and the query-row block of fixed-shape attention.
+/// Rows per matmul call in batch-invariant mode (also the query-row block
+/// of fixed-shape attention). Each block reads the weights once, so a pass
+/// of `n` rows reads them `n / ROW_BLOCK` times.
 pub(super) const ROW_BLOCK: i32 = 8;
-
-/// What batch-invariant mode pads a dense linear layer's rows to a
-/// multiple of.
-const ROW_MULTIPLE: i32 = 16;
 
 /// `lin` applied to `x` (`[1, rows, in]`).
 pub(super) fn apply(lin: &Linear, x: &Array, batch_invariant: bool) -> Result<Array> {
@@ -32,15 +26,10 @@ pub(super) fn apply(lin: &Linear, x: &Array, batch_invariant: bool) -> Result<Ar
         return lin.forward(x);
     }
     let (rows, width) = (x.dim(1), x.dim(2));
-    let blocked = pad_rows(&x.reshape(&[rows, width])?, ROW_MULTIPLE)?;
+    let blocked = pad_rows(&x.reshape(&[rows, width])?, ROW_BLOCK)?;
     let padded = blocked.dim(0);
-    let y = match lin {
-        Linear::Dense(_) => lin.forward(&blocked.reshape(&[1, padded, width])?)?,
-        Linear::Quantized(_) => lin
-            .forward_row_blocks(&blocked.reshape(&[padded / ROW_BLOCK, ROW_BLOCK, width])?)?
-            .reshape(&[1, padded, -1])?,
-    };
-    Ok(y.index((.., 0..rows, ..)))
+    let y = lin.forward_row_blocks(&blocked.reshape(&[padded / ROW_BLOCK, ROW_BLOCK, width])?)?;
+    Ok(y.reshape(&[1, padded, -1])?.index((.., 0..rows, ..)))
 }
 
 /// The parts of a fused projection, each `[1, rows, width]`; `groups`
