@@ -256,11 +256,13 @@ impl KvStore {
         Ok(())
     }
 
-    /// A contiguous copy of positions `start..end` of `slot` (so the copy
-    /// does not keep the store's buffers alive).
+    /// A copy of positions `start..end` of `slot`, evaluated now: an
+    /// unevaluated copy would keep the whole store buffer it reads alive (in
+    /// the prefix cache, one such buffer per cached chunk).
     pub fn segment(&self, slot: usize, start: usize, end: usize) -> Result<KvSegment> {
         let (s, a, b) = (slot as i32, start as i32, end as i32);
-        self.layers
+        let segment: KvSegment = self
+            .layers
             .iter()
             .map(|l| {
                 let (k, v) = l.as_ref().expect("segment of a written slot");
@@ -269,7 +271,9 @@ impl KvStore {
                     v.index((s..s + 1, .., a..b, ..)).contiguous()?,
                 ))
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        mlx_rs::transforms::eval(segment.iter().flat_map(|(k, v)| [k, v]))?;
+        Ok(segment)
     }
 
     /// Every key and value buffer (to evaluate them with the logits).
