@@ -1,11 +1,11 @@
 //! How many threads the BLAS library under MLX's CPU backend uses.
 //!
 //! On Linux, MLX's CPU matmuls go to whatever library answers to the wheel's
-//! private `libblas` soname; `scripts/setup.sh` points it at BLIS, whose
-//! unpacked small-matrix path runs the skinny products of decoding 2-3x
-//! faster than OpenBLAS 0.3.21 (which packs the whole weight on every call).
-//! BLIS's pthreads build runs one thread unless told otherwise, so the engine
-//! tells it to use every core, unless `BLIS_NUM_THREADS` already says.
+//! private `libblas` soname; `scripts/setup.sh` points it at OpenBLAS
+//! (measured fastest from 8 rows on; it uses every core by itself) or, with
+//! `AFM_BLAS=blis`, at BLIS. BLIS's pthreads build runs one thread unless
+//! told otherwise, so when BLIS is the one loaded the engine tells it to use
+//! every core, unless `BLIS_NUM_THREADS` already says.
 
 use std::sync::Once;
 
