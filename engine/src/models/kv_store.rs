@@ -208,14 +208,14 @@ impl KvStore {
             .as_ref()
             .expect("written before it is read");
         let p = positions as i32;
-        Ok(match &slots.gather {
-            None => {
+        Ok(match slots.in_order {
+            true => {
                 let n = slots.len as i32;
                 (k.index((0..n, .., 0..p, ..)), v.index((0..n, .., 0..p, ..)))
             }
-            Some(idx) => (
-                k.index((.., .., 0..p, ..)).take_axis(idx, 0)?,
-                v.index((.., .., 0..p, ..)).take_axis(idx, 0)?,
+            false => (
+                k.index((.., .., 0..p, ..)).take_axis(&slots.index, 0)?,
+                v.index((.., .., 0..p, ..)).take_axis(&slots.index, 0)?,
             ),
         })
     }
@@ -284,28 +284,27 @@ impl KvStore {
 
 /// A set of slots read together: which rows of the store, and how.
 pub struct SlotSet {
-    /// The slots, in the order their rows come out.
-    pub slots: Vec<usize>,
     len: usize,
-    /// `None`: the slots are `0..len` in order, read by a slice.
-    gather: Option<Array>,
+    /// The slots, in the order their rows come out, as an index array
+    /// (built once per pass, used by every layer).
+    index: Array,
+    /// The slots are `0..len` in order: read by a slice, not a gather.
+    in_order: bool,
 }
 
 impl SlotSet {
-    pub fn new(slots: Vec<usize>) -> Self {
-        let len = slots.len();
-        let in_order = slots.iter().enumerate().all(|(i, &s)| i == s);
-        let gather = (!in_order).then(|| {
-            let idx: Vec<i32> = slots.iter().map(|&s| s as i32).collect();
-            Array::from_slice(&idx, &[len as i32])
-        });
-        SlotSet { slots, len, gather }
+    pub fn new(slots: &[usize]) -> Self {
+        let idx: Vec<i32> = slots.iter().map(|&s| s as i32).collect();
+        SlotSet {
+            len: slots.len(),
+            index: Array::from_slice(&idx, &[slots.len() as i32]),
+            in_order: slots.iter().enumerate().all(|(i, &s)| i == s),
+        }
     }
 
     /// The slots as an index array.
-    pub fn index(&self) -> Array {
-        let idx: Vec<i32> = self.slots.iter().map(|&s| s as i32).collect();
-        Array::from_slice(&idx, &[self.len as i32])
+    pub fn index(&self) -> &Array {
+        &self.index
     }
 }
 

@@ -91,7 +91,8 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
             Some(d) => Some(attention::decode_rows(spec, [qk, v], d)?),
             None => None,
         };
-        let mut chunks: Vec<(usize, NewRows)> = Vec::new();
+        // Per chunk: its slot, its first position and its new rows.
+        let mut chunks: Vec<(usize, usize, NewRows)> = Vec::new();
         for (i, item) in self.items.iter().enumerate() {
             if self.layout.in_decode_group(i) {
                 continue;
@@ -99,17 +100,16 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
             let start = self.layout.starts[i];
             let rows = start..start + item.tokens.len() as i32;
             let offset = self.kv.offset(item.slot);
-            chunks.push((i, attention::chunk_rows(spec, [qk, v], rows, offset)?));
+            let new = attention::chunk_rows(spec, [qk, v], rows, offset)?;
+            chunks.push((item.slot, offset, new));
         }
 
         let (mut keys, mut values) = self.kv.take(layer);
         if let (Some(group), Some(new)) = (&self.layout.decode, &decode) {
             attention::write_decode([&mut keys, &mut values], group, new)?;
         }
-        for (i, new) in &chunks {
-            let slot = self.items[*i].slot;
-            let offset = self.kv.offset(slot);
-            attention::write_chunk([&mut keys, &mut values], slot, offset, new)?;
+        for (slot, offset, new) in &chunks {
+            attention::write_chunk([&mut keys, &mut values], *slot, *offset, new)?;
         }
         self.kv.put(layer, (keys, values));
 
@@ -134,11 +134,9 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
             // [n, heads, 1, d] is laid out as [1, n, heads * d].
             pieces.push(o.reshape(&[1, group.items.len() as i32, -1])?);
         }
-        for (i, new) in &chunks {
-            let slot = self.items[*i].slot;
-            let offset = self.kv.offset(slot);
+        for (slot, offset, new) in &chunks {
             pieces.push(attention::chunk_read(
-                spec, &new.q, slot, offset, self.kv, layer,
+                spec, &new.q, *slot, *offset, self.kv, layer,
             )?);
         }
         let o = if pieces.len() == 1 {

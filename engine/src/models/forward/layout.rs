@@ -84,22 +84,22 @@ impl BatchLayout {
         }
         // Batch-invariant slots read their fixed capacity: group equal ones.
         members.sort_by_key(|&i| kv.fixed(items[i].slot));
-        let slot_of = |i: usize| items[i].slot;
-        let positions: Vec<usize> = members.iter().map(|&i| kv.offset(slot_of(i))).collect();
+        let member_slots: Vec<usize> = members.iter().map(|&i| items[i].slot).collect();
+        let positions: Vec<usize> = member_slots.iter().map(|&s| kv.offset(s)).collect();
         let mut reads: Vec<DecodeRead> = Vec::new();
         let mut from = 0;
         while from < members.len() {
-            let fixed = kv.fixed(slot_of(members[from]));
+            let fixed = kv.fixed(member_slots[from]);
             let to = from
-                + members[from..]
+                + member_slots[from..]
                     .iter()
-                    .take_while(|&&i| kv.fixed(slot_of(i)) == fixed)
+                    .take_while(|&&s| kv.fixed(s) == fixed)
                     .count();
             let keys =
                 fixed.unwrap_or_else(|| positions[from..to].iter().max().expect("a member") + 1);
             reads.push(DecodeRead {
                 range: from..to,
-                slots: SlotSet::new(members[from..to].iter().map(|&i| slot_of(i)).collect()),
+                slots: SlotSet::new(&member_slots[from..to]),
                 keys,
                 fixed: fixed.is_some(),
                 masks: RefCell::new(Vec::new()),
@@ -129,7 +129,7 @@ impl BatchLayout {
             starts,
             total,
             decode: Some(DecodeGroup {
-                slots: SlotSet::new(members.iter().map(|&i| slot_of(i)).collect()),
+                slots: SlotSet::new(&member_slots),
                 items: members,
                 is_member,
                 rows,
