@@ -192,7 +192,7 @@ pub(super) fn write_decode(
 ) -> Result<()> {
     let (n, kv_heads, d) = (new.k.dim(0), new.k.dim(1), new.k.dim(3));
     let at = (decode.slots.index(), .., &decode.offsets, ..);
-    keys.try_index_mut(at.clone(), new.k.reshape(&[n, kv_heads, d])?)?;
+    keys.try_index_mut(at, new.k.reshape(&[n, kv_heads, d])?)?;
     values.try_index_mut(at, new.v.reshape(&[n, kv_heads, d])?)?;
     Ok(())
 }
