@@ -33,8 +33,15 @@ pub enum EngineError {
     #[error("tokenizer: {0}")]
     Tokenizer(String),
 
+    /// The template failed on its own (a bug of the template or of the
+    /// shapes it was given): the server's fault.
     #[error("chat template: {0}")]
     Template(String),
+
+    /// The template's own `raise_exception` refused the conversation (e.g.
+    /// roles that do not alternate): the request's fault.
+    #[error("the model's chat template refuses this conversation: {0}")]
+    TemplateRefused(String),
 
     /// A request the engine will not run; `param` names the offending field
     /// (OpenAI error bodies carry it).

@@ -1,7 +1,8 @@
 //! Structured output with llguidance on the bundled model: strict schemas
 //! hold under concurrency, over many seeds, streamed, and for forced tool
-//! calls; bad schemas are request errors; without the flag a constrained
-//! request is served unconstrained and marked downgraded.
+//! calls; bad schemas are request errors; with grammar constraints off a
+//! request that needs one is refused naming the flag, never served
+//! unconstrained.
 
 use std::sync::{Arc, Barrier};
 
@@ -262,14 +263,55 @@ fn limits_errors_and_downgrade() {
         ),
     }
 
-    // Without the flag the same strict request is served, marked downgraded.
+    // With constraints off, every request that needs one is refused,
+    // naming the flag; only tool_choice "none" (kept by the output parser)
+    // is served, marked downgraded.
     let off = self::engine(false, 2);
+    let tool = json!({"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}});
+    let mut strict_tool = tool.clone();
+    strict_tool["function"]["strict"] = json!(true);
+    let user = json!([{"role": "user", "content": "Weather in Paris?"}]);
+    for (extra, param) in [
+        (
+            json!({"response_format": strict_format(&schema)}),
+            "response_format",
+        ),
+        (
+            json!({"response_format": {"type": "json_object"}}),
+            "response_format",
+        ),
+        (
+            json!({"tools": [tool.clone()], "tool_choice": "required"}),
+            "tool_choice",
+        ),
+        (
+            json!({"tools": [tool.clone()], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}),
+            "tool_choice",
+        ),
+        (json!({"tools": [strict_tool]}), "tools"),
+    ] {
+        let mut body = json!({"messages": user, "max_tokens": 8});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        match off.submit(&request(body)) {
+            Err(EngineError::InvalidRequest {
+                param: Some(p),
+                message,
+            }) => {
+                assert_eq!(p, param, "{message}");
+                assert!(message.contains("--no-grammar-constraints"), "{message}");
+            }
+            other => panic!(
+                "{param}: expected a refusal, got {:?}",
+                other.map(|s| s.grammar)
+            ),
+        }
+    }
     let s = off
-        .submit(&request(json!({
-            "messages": [{"role": "user", "content": "Facts about Paris as JSON."}],
-            "response_format": strict_format(&schema),
-            "max_tokens": 8
-        })))
+        .submit(&request(json!({"messages": user, "max_tokens": 8,
+            "tools": [tool], "tool_choice": "none"})))
         .unwrap();
     assert_eq!(s.grammar, GrammarMode::Downgraded);
     assert!(s.collect_blocking().is_ok());

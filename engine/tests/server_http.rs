@@ -87,7 +87,23 @@ async fn bad_input_gets_its_status_and_an_openai_error_body() {
             ),
             StatusCode::BAD_REQUEST,
         ),
-        ("n > 1", user(json!({"n": 3})), StatusCode::BAD_REQUEST),
+        (
+            "n too large",
+            user(json!({"n": 17})),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "legacy functions",
+            user(json!({"functions": [{"name": "f", "parameters": {}}]})),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "an image part",
+            json!({"messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]}]})
+            .to_string(),
+            StatusCode::BAD_REQUEST,
+        ),
         (
             "unknown model",
             user(json!({"model": "gpt-9"})),

@@ -113,8 +113,19 @@ impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         match e {
             EngineError::InvalidRequest { message, param } => ApiError::bad_request(message, param),
+            refused @ EngineError::TemplateRefused(_) => {
+                ApiError::bad_request(refused.to_string(), Some("messages".into()))
+            }
+            // The template failing on a request that passed every check is
+            // the server's bug: the details go to the log, not the client.
             EngineError::Template(m) => {
-                ApiError::bad_request(format!("chat template: {m}"), Some("messages".into()))
+                let id = crate::api::context::new_id("req_");
+                tracing::error!(request_id = %id, "chat template failed: {m}");
+                ApiError::new(
+                    500,
+                    "server_error",
+                    format!("the server could not build the model's prompt for this request (logged as {id})"),
+                )
             }
             other => ApiError::new(500, "server_error", other.to_string()),
         }
@@ -137,5 +148,17 @@ mod tests {
         let renamed = e.renaming(&[("max_tokens", "max_output_tokens")]);
         assert_eq!(renamed.param.as_deref(), Some("max_output_tokens"));
         assert!(renamed.message.starts_with("max_output_tokens:"));
+    }
+
+    #[test]
+    fn template_failures_are_the_servers_and_their_text_stays_in_the_log() {
+        let e = ApiError::from(EngineError::Template(
+            "invalid operation: tried to use + operator (in chat:4)".into(),
+        ));
+        assert_eq!(e.status, 500);
+        assert!(!e.message.contains("operator"), "{}", e.message);
+        let refused = ApiError::from(EngineError::TemplateRefused("roles must alternate".into()));
+        assert_eq!(refused.status, 400);
+        assert!(refused.message.contains("roles must alternate"));
     }
 }

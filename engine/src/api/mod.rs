@@ -11,6 +11,7 @@
 //! responses/  OpenAI Responses
 //! http_server routes, SSE framing, CORS, keys, body limits
 //! metrics     Prometheus rendering of the engine's counters
+//! serve_flags afm-serve's flags: the one source of its engine and server settings
 //! ```
 
 mod anthropic;
@@ -20,6 +21,7 @@ mod http_server;
 mod metrics;
 pub mod openai;
 mod responses;
+mod serve_flags;
 mod wire;
 
 pub use context::{ApiContext, ApiResponse, EventStream, SseEvent};
@@ -27,3 +29,4 @@ pub use error::{ApiError, Protocol};
 pub use http_server::{router, serve, shutdown_signal, ServerConfig, GRAMMAR_HEADER};
 pub use metrics::{render as render_metrics, RejectedRequests};
 pub use openai::ChatRequest;
+pub use serve_flags::ServeFlags;

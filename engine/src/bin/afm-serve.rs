@@ -10,9 +10,8 @@ use afm_engine::loading::{convert, ConvertReport, ExportDtype};
 use std::sync::Arc;
 
 use afm_engine::api::ApiContext;
-use afm_engine::api::{self, ServerConfig};
-use afm_engine::parsers::ToolCallFormat;
-use afm_engine::{generate, Engine, EngineConfig, GenerationParams, LoadedModel, SamplingParams};
+use afm_engine::api::{self, ServeFlags};
+use afm_engine::{generate, Engine, GenerationParams, LoadedModel, SamplingParams};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -25,58 +24,7 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     #[command(flatten)]
-    serve: ServeArgs,
-}
-
-/// Server flags (used when no subcommand is given).
-#[derive(clap::Args)]
-struct ServeArgs {
-    /// Model: the alias `smollm2`, a .gguf file, an MLX/HF folder, or an
-    /// HF repo id present in the local HF cache.
-    #[arg(long, default_value = "smollm2")]
-    model: String,
-    #[arg(long, default_value = "127.0.0.1")]
-    host: String,
-    #[arg(long, default_value_t = 9999)]
-    port: u16,
-    /// Bearer key required on /v1/* (mandatory on a non-loopback address).
-    #[arg(long)]
-    api_key: Option<String>,
-    /// Sequences decoded together at most.
-    #[arg(long, default_value_t = 8)]
-    concurrent: usize,
-    #[arg(long)]
-    enable_prefix_caching: bool,
-    /// Memory budget of the prefix cache, in MiB.
-    #[arg(long, default_value_t = 1024)]
-    prefix_cache_mb: usize,
-    #[arg(long)]
-    enable_grammar_constraints: bool,
-    /// Tool-call format: auto (from the chat template), hermes,
-    /// qwen3_coder, llama3_json, mistral or gemma4.
-    #[arg(long, default_value = "auto")]
-    tool_call_parser: String,
-    /// A Jinja file replacing the model's chat template.
-    #[arg(long)]
-    chat_template: Option<std::path::PathBuf>,
-    /// Largest top_logprobs a request may ask for.
-    #[arg(long, default_value_t = 20)]
-    max_logprobs: usize,
-    /// Default reasoning budget in tokens for thinking models.
-    #[arg(long)]
-    thinking_budget: Option<usize>,
-    /// Batch-invariant decoding: same output whatever the batch.
-    #[arg(long)]
-    deterministic: bool,
-    /// max_tokens of requests that give none.
-    #[arg(long, default_value_t = 512)]
-    max_tokens: usize,
-    /// error, warn, info, debug or trace.
-    #[arg(long, default_value = "info")]
-    log_level: String,
-    /// Largest request body accepted, in MiB (larger: 413).
-    #[arg(long, default_value_t = 4)]
-    max_body_mb: usize,
+    serve: ServeFlags,
 }
 
 #[derive(Subcommand)]
@@ -93,13 +41,16 @@ enum Command {
         /// An optional system message.
         #[arg(long)]
         system: Option<String>,
+        /// Tokens to generate at most.
         #[arg(long, default_value_t = 256)]
         max_tokens: usize,
-        /// 0 is greedy.
+        /// Sampling temperature; 0 (default) is greedy, raise it for variety.
         #[arg(long, default_value_t = 0.0)]
         temperature: f32,
+        /// Nucleus sampling mass (default 1: off); used when temperature > 0.
         #[arg(long, default_value_t = 1.0)]
         top_p: f32,
+        /// Sampling seed (default: a random one), for reproducible samples.
         #[arg(long)]
         seed: Option<u64>,
         /// Print token counts and speed to stderr.
@@ -247,7 +198,7 @@ fn print_convert_report(report: &ConvertReport, dtype: ExportDtype, secs: f64) {
     }
 }
 
-fn serve(args: ServeArgs) -> anyhow::Result<()> {
+fn serve(args: ServeFlags) -> anyhow::Result<()> {
     let level: tracing::Level = args
         .log_level
         .parse()
@@ -256,54 +207,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .init();
-    let loopback = args
-        .host
-        .parse::<std::net::IpAddr>()
-        .map(|ip| ip.is_loopback())
-        .unwrap_or(args.host == "localhost");
-    anyhow::ensure!(
-        loopback || args.api_key.is_some(),
-        "--api-key is required when binding the non-loopback address {}",
-        args.host
-    );
-    anyhow::ensure!(args.concurrent >= 1, "--concurrent must be at least 1");
-    let tool_call_parser = match args.tool_call_parser.as_str() {
-        "auto" => None,
-        name => Some(ToolCallFormat::from_name(name).ok_or_else(|| {
-            let known: Vec<&str> = ToolCallFormat::ALL.iter().map(|f| f.name()).collect();
-            anyhow::anyhow!(
-                "--tool-call-parser: unknown parser '{name}' (auto, {})",
-                known.join(", ")
-            )
-        })?),
-    };
-    let chat_template = match &args.chat_template {
-        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
-            anyhow::anyhow!("--chat-template: cannot read {}: {e}", path.display())
-        })?),
-        None => None,
-    };
-    let config = EngineConfig {
-        concurrent: args.concurrent,
-        prefix_caching: args.enable_prefix_caching,
-        prefix_cache_bytes: args.prefix_cache_mb << 20,
-        max_logprobs: args.max_logprobs,
-        default_max_tokens: args.max_tokens,
-        grammar_constraints: args.enable_grammar_constraints,
-        deterministic: args.deterministic,
-        tool_call_parser,
-        thinking_budget: args.thinking_budget,
-        chat_template,
-        ..Default::default()
-    };
+    let server = args.server_config()?;
+    let config = args.engine_config()?;
     let engine = Engine::start(&args.model, config)?;
     let api = Arc::new(ApiContext::new(engine, &args.model));
-    let server = ServerConfig {
-        host: args.host,
-        port: args.port,
-        api_key: args.api_key,
-        max_body_bytes: args.max_body_mb << 20,
-    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

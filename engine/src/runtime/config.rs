@@ -1,4 +1,5 @@
-//! Engine-wide settings: the server's flags.
+//! Engine-wide settings: the server's flags (`api::ServeFlags` reads them,
+//! taking every default from here).
 
 use crate::loading::weights::WeightMode;
 use crate::parsers::ToolCallFormat;
@@ -8,7 +9,7 @@ use crate::parsers::ToolCallFormat;
 pub struct EngineConfig {
     /// Sequences decoded together at most (`--concurrent`).
     pub concurrent: usize,
-    /// Reuse KV of cached prompt prefixes (`--enable-prefix-caching`).
+    /// Reuse KV of cached prompt prefixes (on; `--no-prefix-caching`).
     pub prefix_caching: bool,
     /// Memory budget of the prefix cache.
     pub prefix_cache_bytes: usize,
@@ -20,9 +21,9 @@ pub struct EngineConfig {
     /// streams keep moving while a long prompt is prefilled.
     pub prefill_chunk: usize,
     pub weight_mode: WeightMode,
-    /// Enforce `response_format` and forced tool calls with llguidance
-    /// (`--enable-grammar-constraints`); off, such requests are served
-    /// unconstrained and marked downgraded.
+    /// Enforce `response_format`, strict tools and forced tool calls with
+    /// llguidance (on; `--no-grammar-constraints`); off, such requests are
+    /// refused with a 400 naming the flag.
     pub grammar_constraints: bool,
     /// Batch-invariant mode (`--deterministic`): a request's output is bit
     /// for bit the same alone, in any batch slot, chunked or cached.
@@ -41,13 +42,13 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             concurrent: 8,
-            prefix_caching: false,
+            prefix_caching: true,
             prefix_cache_bytes: 1 << 30,
             max_logprobs: 20,
             default_max_tokens: 512,
             prefill_chunk: 256,
             weight_mode: WeightMode::for_platform(),
-            grammar_constraints: false,
+            grammar_constraints: true,
             deterministic: false,
             tool_call_parser: None,
             thinking_budget: None,

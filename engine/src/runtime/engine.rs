@@ -137,6 +137,7 @@ impl Engine {
                 self.text.tokenizer.encode(&text)
             }
             Prompt::Text(text) => self.text.tokenizer.encode(text),
+            Prompt::Tokens(ids) => Ok(ids.clone()),
         }
     }
 
@@ -153,19 +154,26 @@ impl Engine {
                 let output = self.output_config(request, &text)?;
                 (self.text.tokenizer.encode(&text)?, Some(output))
             }
-            Prompt::Text(text) => {
-                let ids = self.text.tokenizer.encode(text)?;
-                if ids.is_empty() {
-                    return Err(EngineError::invalid_param("prompt", "must not be empty"));
+            Prompt::Text(text) => (self.text.tokenizer.encode(text)?, None),
+            Prompt::Tokens(ids) => {
+                let vocab = self.text.limits.vocab_size;
+                if let Some(id) = ids.iter().find(|&&id| id as usize >= vocab) {
+                    return Err(EngineError::invalid_param(
+                        "prompt",
+                        format!("{id} is not a token id of this model (vocabulary of {vocab})"),
+                    ));
                 }
-                (ids, None)
+                (ids.clone(), None)
             }
         };
+        if prompt.is_empty() {
+            return Err(EngineError::invalid_param("prompt", "must not be empty"));
+        }
         let context = self.text.limits.context_length;
         if prompt.len() >= context {
             let param = match request.prompt {
                 Prompt::Chat { .. } => "messages",
-                Prompt::Text(_) => "prompt",
+                Prompt::Text(_) | Prompt::Tokens(_) => "prompt",
             };
             return Err(EngineError::InvalidRequest {
                 message: format!(
@@ -217,6 +225,12 @@ impl Engine {
                         o.tool_format = Some(ToolCallFormat::Hermes);
                     }
                     (Some(state), GrammarMode::Enforced)
+                } else if let Some(param) = c.needs_enforcing() {
+                    return Err(EngineError::invalid_param(
+                        param,
+                        "needs grammar constraints, which this server runs without \
+                         (it was started with --no-grammar-constraints)",
+                    ));
                 } else {
                     (None, GrammarMode::Downgraded)
                 }

@@ -40,6 +40,20 @@ pub enum Constraint {
     NoToolCalls(Vec<String>),
 }
 
+impl Constraint {
+    /// The request parameter whose promise only an enforced grammar keeps
+    /// (served unconstrained, its reply could break it): `None` for
+    /// `tool_choice: "none"`, which the output parser already keeps.
+    pub fn needs_enforcing(&self) -> Option<&'static str> {
+        match self {
+            Constraint::JsonObject | Constraint::JsonSchema(_) => Some("response_format"),
+            Constraint::ToolCall(_) => Some("tool_choice"),
+            Constraint::MaybeToolCall(_) => Some("tools"),
+            Constraint::NoToolCalls(_) => None,
+        }
+    }
+}
+
 /// How the engine treats a request's constraint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GrammarMode {
@@ -47,8 +61,10 @@ pub enum GrammarMode {
     None,
     /// The output is constrained by the grammar.
     Enforced,
-    /// The request asked for one, but grammar constraints are off: it is
-    /// served unconstrained (servers report this in `X-Grammar-Constraints`).
+    /// The request asked for one that the output parser keeps without a
+    /// grammar (`tool_choice: "none"`), and grammar constraints are off: it
+    /// is served unconstrained (servers report this in
+    /// `X-Grammar-Constraints`).
     Downgraded,
 }
 

@@ -34,6 +34,8 @@ pub enum Prompt {
     },
     /// Text tokenized as is; the output is plain text.
     Text(String),
+    /// Token ids as given (a completions `prompt` of ids); plain text out.
+    Tokens(Vec<u32>),
 }
 
 /// One offered tool: a function's name, what it is for, its parameters'

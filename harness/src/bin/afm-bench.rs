@@ -163,8 +163,6 @@ fn story_schema() -> Value {
 fn variants(args: &RunArgs) -> Result<Vec<VariantSpec>> {
     let in_process = args.url.is_none();
     let base = EngineConfig {
-        prefix_caching: true,
-        grammar_constraints: true,
         concurrent: args.concurrency.iter().copied().max().unwrap_or(8).max(8),
         deterministic: args.deterministic,
         ..Default::default()
@@ -221,11 +219,11 @@ fn variants(args: &RunArgs) -> Result<Vec<VariantSpec>> {
 
 fn engine_flags(c: &EngineConfig) -> Vec<String> {
     let mut f = vec![format!("--concurrent {}", c.concurrent)];
-    if c.prefix_caching {
-        f.push("--enable-prefix-caching".into());
+    if !c.prefix_caching {
+        f.push("--no-prefix-caching".into());
     }
-    if c.grammar_constraints {
-        f.push("--enable-grammar-constraints".into());
+    if !c.grammar_constraints {
+        f.push("--no-grammar-constraints".into());
     }
     if c.deterministic {
         f.push("--deterministic".into());

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use afm_engine::api::ApiContext;
+use afm_engine::api::{ApiContext, ServeFlags};
 use afm_engine::{Engine, EngineConfig, EngineError};
 use afm_harness::diff::{Diff, Options as DiffOptions};
 use afm_harness::known_failures::KnownFailures;
@@ -436,28 +436,24 @@ fn run_report(args: &RunArgs) -> Result<Report> {
     Ok(report)
 }
 
-/// The in-process engine with the suites' settings, those settings as the
-/// flags afm-serve would take, and why batch invariance was refused (then
-/// the engine runs without it).
+/// The in-process engine, started with the flags afm-serve would take
+/// (parsed by afm-serve's own flag reader, so every other setting is a
+/// flagless afm-serve's), those flags, and why batch invariance was refused
+/// (then the engine runs without it).
 fn in_process_target(args: &RunArgs) -> Result<(Target, Vec<String>, Option<String>)> {
     let model = args.model.clone().unwrap_or_else(|| "smollm2".into());
-    let chat_template = match &args.chat_template {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .with_context(|| format!("--chat-template: cannot read {}", p.display()))?,
-        ),
-        None => None,
-    };
-    let config = EngineConfig {
-        prefix_caching: true,
-        grammar_constraints: true,
-        concurrent: 8,
-        deterministic: args.deterministic,
-        chat_template,
-        ..Default::default()
-    };
+    let mut flags = Vec::new();
+    if args.deterministic {
+        flags.push("--deterministic".to_string());
+    }
+    if let Some(p) = &args.chat_template {
+        flags.push("--chat-template".into());
+        flags.push(p.display().to_string());
+    }
+    let config = ServeFlags::parse_args(&flags)?.engine_config()?;
     let (engine, refused) = match Engine::start(&model, config.clone()) {
         Err(EngineError::Unsupported(reason)) if config.deterministic => {
+            flags.retain(|f| f != "--deterministic");
             let config = EngineConfig {
                 deterministic: false,
                 ..config
@@ -466,17 +462,6 @@ fn in_process_target(args: &RunArgs) -> Result<(Target, Vec<String>, Option<Stri
         }
         other => (other?, None),
     };
-    let mut flags = vec![
-        "--enable-prefix-caching".to_string(),
-        "--enable-grammar-constraints".into(),
-        "--concurrent 8".into(),
-    ];
-    if engine.config().deterministic {
-        flags.push("--deterministic".into());
-    }
-    if let Some(p) = &args.chat_template {
-        flags.push(format!("--chat-template {}", p.display()));
-    }
     let api = ApiContext::new(engine, &model);
     // A key, so the security cases check afm-serve's key handling too.
     let key = format!("afm-test-{:x}", afm_harness::runner::run_nonce());

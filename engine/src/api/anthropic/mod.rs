@@ -26,7 +26,10 @@ impl ApiContext {
         let request = MessagesRequest::from_json(body)?;
         self.check_model(request.model.as_deref())?;
         let generation = request.to_generation(true)?;
-        let stream = self.engine.submit(&generation)?;
+        let stream = self
+            .engine
+            .submit(&generation)
+            .map_err(|e| ApiError::from(e).renaming(request::PARAM_NAMES))?;
         let grammar = stream.grammar;
         let reply = Reply {
             id: new_id("msg_"),

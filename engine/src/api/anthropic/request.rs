@@ -4,16 +4,20 @@
 //! `tool_choice` (auto / any / tool / none), `thinking`, `stop_sequences`,
 //! `output_config.format` (structured output).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::api::error::ApiError;
 use crate::api::openai::request::{output_format, Sampling};
 use crate::api::wire::{read_body, string_field};
+use crate::loading::chat_template::{media_kind, media_refused};
 use crate::runtime::{GenerationRequest, Prompt, ToolChoice, ToolSpec};
 
+/// The engine's parameter names as Messages calls them.
+pub const PARAM_NAMES: &[(&str, &str)] = &[("response_format", "output_config.format")];
+
 /// `POST /v1/messages` body. Unknown fields are ignored.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default)]
 pub struct MessagesRequest {
     pub model: Option<String>,
@@ -228,6 +232,9 @@ fn assistant_turn(blocks: &[Value], at: &str) -> Result<Value, ApiError> {
 }
 
 fn unsupported_block(kind: Option<&str>, at: &str) -> ApiError {
+    if let Some((k, media)) = kind.and_then(|k| Some((k, media_kind(k)?))) {
+        return media_refused(at, k, media).into();
+    }
     ApiError::invalid_param(
         &format!("{at}.type"),
         match kind {
@@ -313,6 +320,16 @@ mod tests {
 
     fn read(body: Value) -> Result<GenerationRequest, ApiError> {
         MessagesRequest::from_json(body.to_string().as_bytes())?.to_generation(true)
+    }
+
+    #[test]
+    fn every_null_field_reads_as_absent() {
+        let base = json!({"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]});
+        crate::api::wire::assert_nulls_mean_absent::<MessagesRequest, _>(
+            base,
+            &["messages", "max_tokens"],
+            |b| MessagesRequest::from_json(b)?.to_generation(true),
+        );
     }
 
     #[test]

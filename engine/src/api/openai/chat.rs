@@ -1,16 +1,22 @@
 //! OpenAI chat completions and completions over the engine, independent
 //! of any transport: request bytes in; a JSON body, or a stream of chunk
-//! events, out.
+//! events, out. A request of several choices (`n`, or several completion
+//! prompts) runs one engine sequence per choice; they share the prompt's
+//! prefix through the prefix cache, and their chunks interleave in one
+//! stream, each with its choice's `index`.
 
 use std::collections::VecDeque;
 
+use futures_util::{future::join_all, stream::select_all, Stream, StreamExt};
 use serde_json::{json, Value};
 
 use crate::api::context::{new_id, unix_now, ApiContext, ApiResponse, SseEvent};
 use crate::api::error::{ApiError, Protocol};
-use crate::api::openai::request::ChatRequest;
+use crate::api::openai::request::{ChatRequest, CompletionRequest, LogprobsField, MAX_CHOICES};
 use crate::parsers::ParsedToolCall;
-use crate::runtime::{EngineEvent, Prompt, RequestStream, TokenLogprob, ToolCallDelta, Usage};
+use crate::runtime::{
+    EngineEvent, GenerationRequest, Prompt, RequestStream, TokenLogprob, ToolCallDelta, Usage,
+};
 
 impl ApiContext {
     /// `POST /v1/chat/completions`.
@@ -18,81 +24,113 @@ impl ApiContext {
         let request = ChatRequest::from_json(body)?;
         self.check_model(request.model.as_deref())?;
         let generation = request.to_generation()?;
-        let stream = self.engine.submit(&generation)?;
-        self.respond(request, stream, Kind::Chat).await
+        let choices = self.submit_choices(vec![generation], request.choices()?)?;
+        let logprobs = matches!(request.logprobs, Some(LogprobsField::Flag(true)))
+            .then_some(LogprobsShape::Chat);
+        self.respond(&request, choices, Kind::Chat, logprobs).await
     }
 
-    /// `POST /v1/completions`: a plain-text prompt, no chat template.
+    /// `POST /v1/completions`: plain-text or token-id prompts, no chat
+    /// template; `logprobs` in the legacy shape; `echo` puts the prompt
+    /// before the completion.
     pub async fn completions(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
-        let request = ChatRequest::from_json(body)?;
-        let value: Value = serde_json::from_slice(body).unwrap_or_default();
-        let prompt = match value.get("prompt") {
-            Some(Value::String(p)) => p.clone(),
-            Some(Value::Array(parts)) if parts.len() == 1 && parts[0].is_string() => {
-                parts[0].as_str().unwrap_or_default().to_string()
+        let request = CompletionRequest::from_json(body)?;
+        self.check_model(request.settings.model.as_deref())?;
+        let prompts = request.prompts()?;
+        let n = request.choices()?;
+        if prompts.len() * n > MAX_CHOICES {
+            return Err(ApiError::invalid_param(
+                "n",
+                format!("prompts times n must be at most {MAX_CHOICES}"),
+            ));
+        }
+        let logprobs = request.logprobs();
+        if request.echo && logprobs.is_some() {
+            return Err(ApiError::invalid_param(
+                "echo",
+                "echo with logprobs needs the prompt's logprobs, which this server does not compute",
+            ));
+        }
+        let echoes = prompts
+            .iter()
+            .map(|p| match p {
+                Prompt::Text(t) if request.echo => Ok(Some(t.clone())),
+                Prompt::Tokens(ids) if request.echo => {
+                    self.engine.text().tokenizer.decode(ids).map(Some)
+                }
+                _ => Ok(None),
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        let generations = prompts
+            .into_iter()
+            .map(|p| request.settings.generation(p, logprobs))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut choices = self.submit_choices(generations, n)?;
+        for c in &mut choices {
+            c.echo = echoes[c.index / n].clone();
+        }
+        let shape = logprobs.map(|_| LogprobsShape::Legacy);
+        self.respond(&request.settings, choices, Kind::Text, shape)
+            .await
+    }
+
+    /// `n` sequences per request, in choice order; a sampled choice after
+    /// the first gets its own seed (seed + i), or all would be one sample.
+    fn submit_choices(
+        &self,
+        generations: Vec<GenerationRequest>,
+        n: usize,
+    ) -> Result<Vec<Choice>, ApiError> {
+        let mut choices = Vec::with_capacity(generations.len() * n);
+        for g in generations {
+            for i in 0..n {
+                let mut g = g.clone();
+                g.sampling.seed = g.sampling.seed.map(|s| s.wrapping_add(i as u64));
+                choices.push(Choice {
+                    index: choices.len(),
+                    counts_prompt: i == 0,
+                    stream: self.engine.submit(&g)?,
+                    echo: None,
+                });
             }
-            _ => {
-                return Err(ApiError::bad_request(
-                    "prompt: a string is required",
-                    Some("prompt".into()),
-                ))
-            }
-        };
-        self.check_model(request.model.as_deref())?;
-        let generation = request.generation(Prompt::Text(prompt))?;
-        let stream = self.engine.submit(&generation)?;
-        self.respond(request, stream, Kind::Text).await
+        }
+        Ok(choices)
     }
 
     async fn respond(
         &self,
-        request: ChatRequest,
-        stream: RequestStream,
+        request: &ChatRequest,
+        choices: Vec<Choice>,
         kind: Kind,
+        logprobs: Option<LogprobsShape>,
     ) -> Result<ApiResponse, ApiError> {
-        let grammar = stream.grammar;
-        let chunks = ChunkStream {
-            stream,
+        let grammar = choices[0].stream.grammar;
+        let envelope = Envelope {
             kind,
             id: new_id(match kind {
                 Kind::Chat => "chatcmpl-",
                 Kind::Text => "cmpl-",
             }),
-            call_ids: new_id("call_"),
             created: unix_now(),
             model: self.model().to_string(),
             fingerprint: self.fingerprint.clone(),
-            include_usage: request
+        };
+        let streams: Vec<ChunkStream> = choices
+            .into_iter()
+            .map(|c| ChunkStream::new(c, envelope.clone(), logprobs))
+            .collect();
+        if request.stream {
+            let include_usage = request
                 .stream_options
                 .as_ref()
-                .is_some_and(|o| o.include_usage),
-            logprobs: request.logprobs,
-            sent_role: false,
-            done: false,
-            queued: VecDeque::new(),
-        };
-        if request.stream {
-            let events = futures_util::stream::unfold(Some(chunks), |chunks| async move {
-                let mut chunks = chunks?;
-                match chunks.next().await {
-                    Some(chunk) => Some((SseEvent::data(&chunk), Some(chunks))),
-                    // The end marker of OpenAI streams.
-                    None => Some((
-                        SseEvent {
-                            event: None,
-                            data: "[DONE]".into(),
-                        },
-                        None,
-                    )),
-                }
-            });
+                .is_some_and(|o| o.include_usage);
             Ok(ApiResponse::Stream {
-                events: Box::pin(events),
+                events: Box::pin(merged(streams, envelope, include_usage)),
                 grammar,
             })
         } else {
             Ok(ApiResponse::Complete {
-                body: chunks.collect().await?,
+                body: collect(streams, envelope).await?,
                 grammar,
             })
         }
@@ -105,14 +143,79 @@ enum Kind {
     Text,
 }
 
-fn usage_json(u: &Usage) -> Value {
-    json!({
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
-        "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
-    })
+/// How logprobs are written: chat's `{"content": [...]}`, or completions'
+/// legacy `tokens` / `token_logprobs` / `top_logprobs` / `text_offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LogprobsShape {
+    Chat,
+    Legacy,
+}
+
+/// One choice's engine sequence.
+struct Choice {
+    index: usize,
+    /// The first choice of its prompt: its prompt counts in the usage.
+    counts_prompt: bool,
+    stream: RequestStream,
+    /// Completions' `echo`: the prompt's text, before the completion.
+    echo: Option<String>,
+}
+
+/// What every chunk and the whole body of one response share.
+#[derive(Debug, Clone)]
+struct Envelope {
+    kind: Kind,
+    id: String,
+    created: u64,
+    model: String,
+    fingerprint: String,
+}
+
+impl Envelope {
+    fn chunk(&self, choices: Vec<Value>, usage: Option<Value>) -> Value {
+        let object = match self.kind {
+            Kind::Chat => "chat.completion.chunk",
+            Kind::Text => "text_completion",
+        };
+        let mut c = json!({
+            "id": self.id,
+            "object": object,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": self.fingerprint,
+            "choices": choices,
+        });
+        if let Some(u) = usage {
+            c["usage"] = u;
+        }
+        c
+    }
+}
+
+/// The usage of a response: each prompt once, every choice's output.
+#[derive(Default)]
+struct UsageSum(Usage);
+
+impl UsageSum {
+    fn add(&mut self, u: &Usage, counts_prompt: bool) {
+        if counts_prompt {
+            self.0.prompt_tokens += u.prompt_tokens;
+            self.0.cached_tokens += u.cached_tokens;
+        }
+        self.0.completion_tokens += u.completion_tokens;
+        self.0.reasoning_tokens += u.reasoning_tokens;
+    }
+
+    fn json(&self) -> Value {
+        let u = &self.0;
+        json!({
+            "prompt_tokens": u.prompt_tokens,
+            "completion_tokens": u.completion_tokens,
+            "total_tokens": u.prompt_tokens + u.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+        })
+    }
 }
 
 /// A tool-call piece as it appears in a streamed `delta.tool_calls`; ids
@@ -138,12 +241,9 @@ fn tool_call_json(index: usize, c: &ParsedToolCall, call_ids: &str) -> Value {
     })
 }
 
-fn logprobs_json(items: &[TokenLogprob]) -> Value {
-    json!({"content": items})
-}
-
 /// The assistant message of a whole response. `content` is null when the
-/// turn is only tool calls, as OpenAI sends it; `reasoning_content` and
+/// turn is only tool calls, as OpenAI sends it; `refusal` is always there
+/// (null: the model never refuses by protocol); `reasoning_content` and
 /// `tool_calls` appear when there are some.
 fn chat_message(
     content: String,
@@ -151,68 +251,120 @@ fn chat_message(
     calls: &[ParsedToolCall],
     call_ids: &str,
 ) -> Value {
-    let mut m = json!({"role": "assistant", "content": content});
-    if calls.is_empty() {
-        return with_reasoning(m, reasoning);
+    let mut m = json!({"role": "assistant", "content": content, "refusal": null});
+    if !calls.is_empty() {
+        if m["content"] == "" {
+            m["content"] = Value::Null;
+        }
+        m["tool_calls"] = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| tool_call_json(i, c, call_ids))
+            .collect();
     }
-    if m["content"] == "" {
-        m["content"] = Value::Null;
-    }
-    m["tool_calls"] = calls
-        .iter()
-        .enumerate()
-        .map(|(i, c)| tool_call_json(i, c, call_ids))
-        .collect();
-    with_reasoning(m, reasoning)
-}
-
-fn with_reasoning(mut m: Value, reasoning: String) -> Value {
     if !reasoning.is_empty() {
         m["reasoning_content"] = reasoning.into();
     }
     m
 }
 
-/// A request's output as OpenAI stream chunks (`chat.completion.chunk` or
-/// `text_completion`), one per engine event; also folds into a whole body.
+/// Logprobs of some tokens in the request's shape; legacy offsets
+/// continue from `offset`, the characters written before them.
+fn logprobs_json(
+    shape: Option<LogprobsShape>,
+    items: &[TokenLogprob],
+    offset: &mut usize,
+) -> Option<Value> {
+    match shape? {
+        LogprobsShape::Chat => Some(json!({"content": items, "refusal": null})),
+        LogprobsShape::Legacy => {
+            let mut offsets = Vec::with_capacity(items.len());
+            for t in items {
+                offsets.push(*offset);
+                *offset += t.token.chars().count();
+            }
+            let top: Vec<serde_json::Map<String, Value>> = items
+                .iter()
+                .map(|t| {
+                    t.top_logprobs
+                        .iter()
+                        .map(|a| (a.token.clone(), json!(a.logprob)))
+                        .collect()
+                })
+                .collect();
+            Some(json!({
+                "tokens": items.iter().map(|t| t.token.as_str()).collect::<Vec<_>>(),
+                "token_logprobs": items.iter().map(|t| t.logprob).collect::<Vec<_>>(),
+                "top_logprobs": top,
+                "text_offset": offsets,
+            }))
+        }
+    }
+}
+
+/// One stream item: a chunk to send, or the choice's usage at its end.
+enum Piece {
+    Chunk(Value),
+    Usage(Usage, bool),
+}
+
+/// One choice's output as OpenAI stream chunks (`chat.completion.chunk`
+/// or `text_completion`), one per engine event; also folds into a whole
+/// choice.
 struct ChunkStream {
-    stream: RequestStream,
-    kind: Kind,
-    id: String,
+    choice: Choice,
+    envelope: Envelope,
     /// Tool-call ids are this and the call's index.
     call_ids: String,
-    created: u64,
-    model: String,
-    fingerprint: String,
-    include_usage: bool,
-    logprobs: bool,
-    sent_role: bool,
+    logprobs: Option<LogprobsShape>,
+    /// Characters written so far (legacy `text_offset`).
+    offset: usize,
+    started: bool,
     done: bool,
-    /// Chunks built but not yet handed out (one engine event can make
-    /// several: text, then each tool-call piece; the usage chunk).
-    queued: VecDeque<Value>,
+    /// Pieces built but not yet handed out (one engine event can make
+    /// several: text, then each tool-call piece; the usage).
+    queued: VecDeque<Piece>,
 }
 
 impl ChunkStream {
-    /// The next chunk; `None` after the last one. An engine failure
+    fn new(choice: Choice, envelope: Envelope, logprobs: Option<LogprobsShape>) -> Self {
+        ChunkStream {
+            choice,
+            envelope,
+            call_ids: new_id("call_"),
+            logprobs,
+            offset: 0,
+            started: false,
+            done: false,
+            queued: VecDeque::new(),
+        }
+    }
+
+    /// The next piece; `None` after the last one. An engine failure
     /// becomes an `{"error": ...}` chunk.
-    async fn next(&mut self) -> Option<Value> {
-        if let Some(chunk) = self.queued.pop_front() {
-            return Some(chunk);
+    async fn next(&mut self) -> Option<Piece> {
+        if let Some(piece) = self.queued.pop_front() {
+            return Some(piece);
         }
         if self.done {
             return None;
         }
-        if self.kind == Kind::Chat && !self.sent_role {
-            self.sent_role = true;
-            return Some(self.choice_chunk(
-                json!({"role": "assistant", "content": ""}),
-                None,
-                None,
-            ));
+        if !self.started {
+            self.started = true;
+            match (self.envelope.kind, self.choice.echo.take()) {
+                (Kind::Chat, _) => {
+                    let delta = json!({"role": "assistant", "content": ""});
+                    return Some(Piece::Chunk(self.choice_chunk(delta, None, None)));
+                }
+                (Kind::Text, Some(echo)) => {
+                    self.offset = echo.chars().count();
+                    return Some(Piece::Chunk(self.text_chunk(echo, None, None)));
+                }
+                (Kind::Text, None) => {}
+            }
         }
         loop {
-            match self.stream.next().await {
+            match self.choice.stream.next().await {
                 Some(EngineEvent::Started { .. }) => continue,
                 Some(EngineEvent::Delta {
                     text,
@@ -221,12 +373,12 @@ impl ChunkStream {
                     logprobs,
                 }) => {
                     let has_logprobs = !logprobs.is_empty();
-                    let lp = self.logprobs.then(|| logprobs_json(&logprobs));
-                    if self.kind == Kind::Text {
+                    let lp = logprobs_json(self.logprobs, &logprobs, &mut self.offset);
+                    if self.envelope.kind == Kind::Text {
                         if text.is_empty() && !has_logprobs {
                             continue;
                         }
-                        return Some(self.text_chunk(text, lp, None));
+                        return Some(Piece::Chunk(self.text_chunk(text, lp, None)));
                     }
                     let mut delta = serde_json::Map::new();
                     if !text.is_empty() || (reasoning.is_empty() && has_logprobs) {
@@ -237,7 +389,7 @@ impl ChunkStream {
                     }
                     if !delta.is_empty() {
                         let chunk = self.choice_chunk(Value::Object(delta), lp, None);
-                        self.queued.push_back(chunk);
+                        self.queued.push_back(Piece::Chunk(chunk));
                     }
                     // One chunk per call piece: a call's first delta (id,
                     // name, empty arguments) stays apart from its fragments.
@@ -247,10 +399,10 @@ impl ChunkStream {
                             None,
                             None,
                         );
-                        self.queued.push_back(chunk);
+                        self.queued.push_back(Piece::Chunk(chunk));
                     }
                     match self.queued.pop_front() {
-                        Some(chunk) => return Some(chunk),
+                        Some(piece) => return Some(piece),
                         None => continue,
                     }
                 }
@@ -259,108 +411,155 @@ impl ChunkStream {
                     usage,
                 }) => {
                     self.done = true;
-                    if self.include_usage {
-                        let chunk = self.chunk(Vec::new(), Some(usage));
-                        self.queued.push_back(chunk);
-                    }
-                    return Some(self.text_chunk(
+                    self.queued
+                        .push_back(Piece::Usage(usage, self.choice.counts_prompt));
+                    return Some(Piece::Chunk(self.text_chunk(
                         String::new(),
                         None,
                         Some(finish_reason.as_str()),
-                    ));
+                    )));
                 }
                 Some(EngineEvent::Failed {
                     message,
                     client_error,
                 }) => {
                     self.done = true;
-                    return Some(ApiError::failure(message, client_error).body(Protocol::OpenAi));
+                    let error = ApiError::failure(message, client_error);
+                    return Some(Piece::Chunk(error.body(Protocol::OpenAi)));
                 }
                 None => {
                     self.done = true;
-                    return Some(
-                        ApiError::new(500, "server_error", "the engine stopped")
-                            .body(Protocol::OpenAi),
-                    );
+                    let error = ApiError::new(500, "server_error", "the engine stopped");
+                    return Some(Piece::Chunk(error.body(Protocol::OpenAi)));
                 }
             }
         }
     }
 
     fn text_chunk(&self, text: String, logprobs: Option<Value>, finish: Option<&str>) -> Value {
-        match self.kind {
+        match self.envelope.kind {
             Kind::Chat => {
-                let delta = if finish.is_some() && text.is_empty() { json!({}) } else { json!({"content": text}) };
+                let delta = if finish.is_some() && text.is_empty() {
+                    json!({})
+                } else {
+                    json!({"content": text})
+                };
                 self.choice_chunk(delta, logprobs, finish)
             }
-            Kind::Text => self.chunk(
-                vec![json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish})],
+            Kind::Text => self.envelope.chunk(
+                vec![json!({"index": self.choice.index, "text": text,
+                    "logprobs": logprobs, "finish_reason": finish})],
                 None,
             ),
         }
     }
 
     fn choice_chunk(&self, delta: Value, logprobs: Option<Value>, finish: Option<&str>) -> Value {
-        self.chunk(
-            vec![
-                json!({"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}),
-            ],
+        self.envelope.chunk(
+            vec![json!({"index": self.choice.index, "delta": delta,
+                "logprobs": logprobs, "finish_reason": finish})],
             None,
         )
     }
 
-    fn chunk(&self, choices: Vec<Value>, usage: Option<Usage>) -> Value {
-        let object = match self.kind {
-            Kind::Chat => "chat.completion.chunk",
-            Kind::Text => "text_completion",
-        };
-        let mut c = json!({
-            "id": self.id,
-            "object": object,
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": self.fingerprint,
-            "choices": choices,
-        });
-        if let Some(u) = usage {
-            c["usage"] = usage_json(&u);
-        }
-        c
-    }
-
-    /// Folds the whole output into one response body.
-    async fn collect(self) -> Result<Value, ApiError> {
-        let c = self.stream.collect().await.map_err(ApiError::from)?;
+    /// Folds the whole output into one choice and its usage.
+    async fn collect(self) -> Result<(Value, Usage, bool), ApiError> {
+        let ChunkStream {
+            choice,
+            envelope,
+            call_ids,
+            logprobs,
+            ..
+        } = self;
+        let c = choice.stream.collect().await.map_err(ApiError::from)?;
         let finish_reason = c.finish_reason.expect("a finished completion").as_str();
-        let lp = self.logprobs.then(|| logprobs_json(&c.logprobs));
-        let (object, choice) = match self.kind {
-            Kind::Chat => (
-                "chat.completion",
-                json!({
-                    "index": 0,
-                    "message": chat_message(c.text, c.reasoning, &c.tool_calls, &self.call_ids),
-                    "logprobs": lp,
-                    "finish_reason": finish_reason,
-                }),
-            ),
-            Kind::Text => (
-                "text_completion",
-                json!({
-                    "index": 0,
-                    "text": c.text,
-                    "logprobs": lp,
-                    "finish_reason": finish_reason,
-                }),
-            ),
+        let echo = choice.echo.unwrap_or_default();
+        let lp = logprobs_json(logprobs, &c.logprobs, &mut echo.chars().count());
+        let out = match envelope.kind {
+            Kind::Chat => json!({
+                "index": choice.index,
+                "message": chat_message(c.text, c.reasoning, &c.tool_calls, &call_ids),
+                "logprobs": lp,
+                "finish_reason": finish_reason,
+            }),
+            Kind::Text => json!({
+                "index": choice.index,
+                "text": echo + &c.text,
+                "logprobs": lp,
+                "finish_reason": finish_reason,
+            }),
         };
-        Ok(json!({
-            "id": self.id,
-            "object": object,
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": self.fingerprint,
-            "choices": [choice],
-            "usage": usage_json(&c.usage),
-        }))
+        Ok((out, c.usage, choice.counts_prompt))
     }
+}
+
+/// Every choice's chunks as they come, then the usage chunk (when asked)
+/// and `[DONE]`.
+fn merged(
+    streams: Vec<ChunkStream>,
+    envelope: Envelope,
+    include_usage: bool,
+) -> impl Stream<Item = SseEvent> + Send {
+    let pieces = select_all(streams.into_iter().map(|s| {
+        Box::pin(futures_util::stream::unfold(s, |mut s| async move {
+            s.next().await.map(|p| (p, s))
+        }))
+    }));
+    let state = (pieces, UsageSum::default(), Phase::Choices);
+    futures_util::stream::unfold(state, move |(mut pieces, mut usage, phase)| {
+        let envelope = envelope.clone();
+        async move {
+            match phase {
+                Phase::Choices => loop {
+                    match pieces.next().await {
+                        Some(Piece::Chunk(c)) => {
+                            return Some((SseEvent::data(&c), (pieces, usage, Phase::Choices)))
+                        }
+                        Some(Piece::Usage(u, counts_prompt)) => usage.add(&u, counts_prompt),
+                        // The usage is whole once every choice has ended.
+                        None if include_usage => {
+                            let chunk = envelope.chunk(Vec::new(), Some(usage.json()));
+                            return Some((SseEvent::data(&chunk), (pieces, usage, Phase::Done)));
+                        }
+                        None => return Some((done_event(), (pieces, usage, Phase::Over))),
+                    }
+                },
+                Phase::Done => Some((done_event(), (pieces, usage, Phase::Over))),
+                Phase::Over => None,
+            }
+        }
+    })
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Choices,
+    Done,
+    Over,
+}
+
+/// The end marker of OpenAI streams.
+fn done_event() -> SseEvent {
+    SseEvent {
+        event: None,
+        data: "[DONE]".into(),
+    }
+}
+
+/// Every choice folded, in index order, into one response body.
+async fn collect(streams: Vec<ChunkStream>, envelope: Envelope) -> Result<Value, ApiError> {
+    let mut usage = UsageSum::default();
+    let mut choices = Vec::with_capacity(streams.len());
+    for folded in join_all(streams.into_iter().map(ChunkStream::collect)).await {
+        let (choice, u, counts_prompt) = folded?;
+        usage.add(&u, counts_prompt);
+        choices.push(choice);
+    }
+    let mut body = envelope.chunk(choices, Some(usage.json()));
+    body["object"] = match envelope.kind {
+        Kind::Chat => "chat.completion",
+        Kind::Text => "text_completion",
+    }
+    .into();
+    Ok(body)
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::api::error::ApiError;
-use crate::api::wire::read_body;
+use crate::api::wire::{present, read_body};
 use crate::runtime::{Constraint, GenerationRequest, Prompt, SamplingParams, ToolChoice, ToolSpec};
 
 /// At most this many stop strings (OpenAI's limit).
@@ -36,7 +36,8 @@ pub struct ChatRequest {
     pub stop: Option<StopField>,
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
-    pub logprobs: bool,
+    /// A flag in chat; a count of top alternatives in completions.
+    pub logprobs: Option<LogprobsField>,
     pub top_logprobs: Option<u32>,
     pub n: Option<u32>,
     pub tools: Option<Vec<Value>>,
@@ -44,6 +45,118 @@ pub struct ChatRequest {
     pub response_format: Option<Value>,
     pub chat_template_kwargs: Option<Map<String, Value>>,
     pub thinking_budget: Option<u32>,
+    /// Legacy function calling, refused by name (never ignored).
+    pub functions: Option<Value>,
+    pub function_call: Option<Value>,
+}
+
+/// Legacy function calling, refused with what to send instead.
+const USE_TOOLS: &str = "legacy function calling is not supported; send 'tools' \
+(each {\"type\": \"function\", \"function\": {...}}) and 'tool_choice' instead";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum LogprobsField {
+    Flag(bool),
+    Count(u32),
+}
+
+/// Most choices (`n`, times prompts in completions) one request may ask
+/// for; each is a sequence of its own in the engine.
+pub const MAX_CHOICES: usize = 16;
+
+/// `POST /v1/completions` body: the legacy prompt forms, `echo`,
+/// `best_of`, and everything chat shares.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub struct CompletionRequest {
+    pub prompt: Option<Value>,
+    pub echo: bool,
+    pub best_of: Option<u32>,
+    pub suffix: Option<String>,
+    #[serde(flatten)]
+    pub settings: ChatRequest,
+}
+
+impl CompletionRequest {
+    pub fn from_json(body: &[u8]) -> Result<Self, ApiError> {
+        read_body(body)
+    }
+
+    /// The prompts, one per choice group: a string, strings, token ids,
+    /// or lists of token ids.
+    pub fn prompts(&self) -> Result<Vec<Prompt>, ApiError> {
+        let bad = || {
+            ApiError::invalid_param(
+                "prompt",
+                "must be a string, an array of strings, an array of token ids, \
+                 or an array of arrays of token ids",
+            )
+        };
+        let ids = |v: &[Value]| -> Result<Vec<u32>, ApiError> {
+            v.iter()
+                .map(|t| {
+                    t.as_u64()
+                        .and_then(|t| u32::try_from(t).ok())
+                        .ok_or_else(bad)
+                })
+                .collect()
+        };
+        let prompts = match &self.prompt {
+            None => return Err(ApiError::invalid_param("prompt", "is required")),
+            Some(Value::String(s)) => vec![Prompt::Text(s.clone())],
+            Some(Value::Array(items)) if items.is_empty() => return Err(bad()),
+            Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
+                .iter()
+                .map(|s| Prompt::Text(s.as_str().unwrap_or_default().to_string()))
+                .collect(),
+            Some(Value::Array(items)) if items.iter().all(Value::is_number) => {
+                vec![Prompt::Tokens(ids(items)?)]
+            }
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| {
+                    i.as_array()
+                        .ok_or_else(bad)
+                        .and_then(|v| ids(v))
+                        .map(Prompt::Tokens)
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(bad()),
+        };
+        if self.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::invalid_param(
+                "suffix",
+                "insertion after a suffix is not supported by this server's models",
+            ));
+        }
+        Ok(prompts)
+    }
+
+    /// Top alternatives per token (legacy `logprobs`: an integer).
+    pub fn logprobs(&self) -> Option<usize> {
+        match self.settings.logprobs {
+            None | Some(LogprobsField::Flag(false)) => None,
+            Some(LogprobsField::Flag(true)) => Some(0),
+            Some(LogprobsField::Count(k)) => Some(k as usize),
+        }
+    }
+
+    /// Choices per prompt; `best_of` may only equal it (no sample is
+    /// ranked and dropped here).
+    pub fn choices(&self) -> Result<usize, ApiError> {
+        let n = self.settings.choices()?;
+        match self.best_of {
+            Some(b) if b as usize != n && b > 1 => Err(ApiError::invalid_param(
+                "best_of",
+                format!(
+                    "only best_of = n ({n}) is supported: this server returns every \
+                     sample it draws and ranks none"
+                ),
+            )),
+            _ => Ok(n),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -54,8 +167,8 @@ pub enum StopField {
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default)]
 pub struct StreamOptions {
-    #[serde(default)]
     pub include_usage: bool,
 }
 
@@ -68,18 +181,59 @@ impl ChatRequest {
     /// The chat request the engine runs.
     pub fn to_generation(&self) -> Result<GenerationRequest, ApiError> {
         validate_messages(&self.messages)?;
-        self.generation(Prompt::Chat {
-            messages: self.messages.clone(),
-            template_kwargs: self.chat_template_kwargs.clone().unwrap_or_default(),
-        })
+        let logprobs = match self.logprobs {
+            None | Some(LogprobsField::Flag(false)) => false,
+            Some(LogprobsField::Flag(true)) => true,
+            Some(LogprobsField::Count(_)) => {
+                return Err(ApiError::invalid_param(
+                    "logprobs",
+                    "must be a boolean in chat completions (top_logprobs sets how many)",
+                ))
+            }
+        };
+        let logprobs = match (logprobs, self.top_logprobs) {
+            (true, k) => Some(k.unwrap_or(0) as usize),
+            (false, Some(_)) => {
+                return Err(ApiError::invalid_param(
+                    "top_logprobs",
+                    "requires logprobs: true",
+                ))
+            }
+            (false, None) => None,
+        };
+        self.generation(
+            Prompt::Chat {
+                messages: self.messages.clone(),
+                template_kwargs: self.chat_template_kwargs.clone().unwrap_or_default(),
+            },
+            logprobs,
+        )
     }
 
-    /// The request's settings around `prompt`.
-    pub fn generation(&self, prompt: Prompt) -> Result<GenerationRequest, ApiError> {
-        if let Some(n) = self.n {
-            if n != 1 {
-                return Err(ApiError::invalid_param("n", "only n = 1 is supported"));
-            }
+    /// Choices to generate (`n`).
+    pub fn choices(&self) -> Result<usize, ApiError> {
+        match self.n.unwrap_or(1) as usize {
+            0 => Err(ApiError::invalid_param("n", "must be at least 1")),
+            n if n > MAX_CHOICES => Err(ApiError::invalid_param(
+                "n",
+                format!("must be at most {MAX_CHOICES}"),
+            )),
+            n => Ok(n),
+        }
+    }
+
+    /// The request's settings around `prompt`, with `logprobs` top
+    /// alternatives per token when asked.
+    pub fn generation(
+        &self,
+        prompt: Prompt,
+        logprobs: Option<usize>,
+    ) -> Result<GenerationRequest, ApiError> {
+        if self.functions.is_some() {
+            return Err(ApiError::invalid_param("functions", USE_TOOLS));
+        }
+        if self.function_call.is_some() {
+            return Err(ApiError::invalid_param("function_call", USE_TOOLS));
         }
         let stop = match &self.stop {
             None => Vec::new(),
@@ -92,16 +246,6 @@ impl ChatRequest {
                 format!("at most {MAX_STOP_STRINGS} stop strings"),
             ));
         }
-        let logprobs = match (self.logprobs, self.top_logprobs) {
-            (true, k) => Some(k.unwrap_or(0) as usize),
-            (false, Some(_)) => {
-                return Err(ApiError::invalid_param(
-                    "top_logprobs",
-                    "requires logprobs: true",
-                ))
-            }
-            (false, None) => None,
-        };
         let sampling = Sampling {
             temperature: self.temperature,
             top_p: self.top_p,
@@ -143,6 +287,9 @@ pub fn validate_messages(messages: &[Value]) -> Result<(), ApiError> {
             .get("role")
             .and_then(Value::as_str)
             .ok_or_else(|| ApiError::invalid_param(&param, "needs a string 'role'"))?;
+        if role == "function" || m.get("function_call").is_some_and(|f| !f.is_null()) {
+            return Err(ApiError::invalid_param(&param, USE_TOOLS));
+        }
         if !ROLES.contains(&role) {
             return Err(ApiError::invalid_param(
                 &format!("{param}.role"),
@@ -260,8 +407,7 @@ pub fn tool_specs(tools: &[Value]) -> Result<Vec<ToolSpec>, ApiError> {
                     .get("description")
                     .and_then(Value::as_str)
                     .map(str::to_string),
-                parameters: f
-                    .get("parameters")
+                parameters: present(f, "parameters")
                     .cloned()
                     .unwrap_or_else(|| serde_json::json!({"type": "object"})),
                 strict: f.get("strict").and_then(Value::as_bool) == Some(true),
@@ -384,7 +530,10 @@ mod tests {
             param_of(req(r#","stop":["a","b","c","d","e"]"#)).as_deref(),
             Some("stop")
         );
-        assert_eq!(param_of(req(r#","n":2"#)).as_deref(), Some("n"));
+        assert_eq!(
+            param_of(req(r#","logprobs":2"#)).as_deref(),
+            Some("logprobs")
+        );
         assert_eq!(
             param_of(req(r#","logit_bias":{"x":1}"#)).as_deref(),
             Some("logit_bias")
@@ -397,6 +546,74 @@ mod tests {
             param_of(req(r#","response_format":{"type":"xml"}"#)).as_deref(),
             Some("response_format.type")
         );
+    }
+
+    #[test]
+    fn every_null_field_reads_as_absent() {
+        let base = serde_json::json!({"messages": [{"role": "user", "content": "hi"}]});
+        crate::api::wire::assert_nulls_mean_absent::<ChatRequest, _>(base, &["messages"], |b| {
+            ChatRequest::from_json(b)?.to_generation()
+        });
+        let base = serde_json::json!({"prompt": "Once upon"});
+        crate::api::wire::assert_nulls_mean_absent::<CompletionRequest, _>(
+            base,
+            &["prompt"],
+            |b| {
+                let r = CompletionRequest::from_json(b)?;
+                let prompts = r.prompts()?;
+                Ok((
+                    r.choices()?,
+                    r.echo,
+                    r.logprobs(),
+                    r.settings.generation(prompts[0].clone(), r.logprobs())?,
+                ))
+            },
+        );
+    }
+
+    #[test]
+    fn completion_prompts_take_every_legacy_form() {
+        let prompts = |p: &str| {
+            CompletionRequest::from_json(format!(r#"{{"prompt":{p}}}"#).as_bytes())?.prompts()
+        };
+        assert_eq!(prompts(r#""a""#).unwrap(), vec![Prompt::Text("a".into())]);
+        assert_eq!(
+            prompts(r#"["a","b"]"#).unwrap(),
+            vec![Prompt::Text("a".into()), Prompt::Text("b".into())]
+        );
+        assert_eq!(prompts("[1,2]").unwrap(), vec![Prompt::Tokens(vec![1, 2])]);
+        assert_eq!(
+            prompts("[[1],[2,3]]").unwrap(),
+            vec![Prompt::Tokens(vec![1]), Prompt::Tokens(vec![2, 3])]
+        );
+        for bad in ["[]", "[1,\"a\"]", "[-1]", "{}", "[[1],\"a\"]"] {
+            assert!(prompts(bad).is_err(), "{bad}");
+        }
+        let r = CompletionRequest::from_json(br#"{"prompt":"a","logprobs":2,"n":2,"best_of":2}"#)
+            .unwrap();
+        assert_eq!((r.logprobs(), r.choices().unwrap()), (Some(2), 2));
+        let r = CompletionRequest::from_json(br#"{"prompt":"a","n":1,"best_of":3}"#).unwrap();
+        assert_eq!(r.choices().unwrap_err().param.as_deref(), Some("best_of"));
+    }
+
+    #[test]
+    fn legacy_function_calling_is_refused_by_name() {
+        assert_eq!(
+            param_of(req(r#","functions":[{"name":"f","parameters":{}}]"#)).as_deref(),
+            Some("functions")
+        );
+        assert_eq!(
+            param_of(req(r#","function_call":"auto""#)).as_deref(),
+            Some("function_call")
+        );
+        let err = param_of(
+            ChatRequest::from_json(
+                br#"{"messages":[{"role":"user","content":"x"},{"role":"function","name":"f","content":"1"}]}"#,
+            )
+            .unwrap()
+            .to_generation(),
+        );
+        assert_eq!(err.as_deref(), Some("messages[1]"));
     }
 
     #[test]

@@ -4,16 +4,17 @@
 //! function `tools` (strict unless they say otherwise, as in OpenAI's API),
 //! `tool_choice`, `text.format`, `max_output_tokens`.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::api::error::ApiError;
 use crate::api::openai::request::{output_format, tool_choice, Sampling};
-use crate::api::wire::{read_body, string_field};
+use crate::api::wire::{present, read_body, string_field};
+use crate::loading::chat_template::{media_kind, media_refused};
 use crate::runtime::{GenerationRequest, Prompt, ToolSpec};
 
 /// `POST /v1/responses` body. Unknown fields are ignored.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default)]
 pub struct ResponsesRequest {
     pub model: Option<String>,
@@ -182,10 +183,15 @@ fn content_text(content: Option<&Value>, at: &str) -> Result<String, ApiError> {
                         texts.push(string_field(p, "text", &here)?)
                     }
                     Some(other) => {
-                        return Err(ApiError::invalid_param(
-                            &format!("{here}.type"),
-                            format!("content of type '{other}' is not supported by this server"),
-                        ))
+                        return Err(match media_kind(other) {
+                            Some(media) => media_refused(&here, other, media).into(),
+                            None => ApiError::invalid_param(
+                                &format!("{here}.type"),
+                                format!(
+                                    "content of type '{other}' is not supported by this server"
+                                ),
+                            ),
+                        })
                     }
                     None => {
                         return Err(ApiError::invalid_param(
@@ -226,8 +232,7 @@ fn tool_specs(tools: &[Value]) -> Result<Vec<ToolSpec>, ApiError> {
                     .get("description")
                     .and_then(Value::as_str)
                     .map(str::to_string),
-                parameters: t
-                    .get("parameters")
+                parameters: present(t, "parameters")
                     .cloned()
                     .unwrap_or_else(|| json!({"type": "object"})),
                 strict: t.get("strict").and_then(Value::as_bool).unwrap_or(true),
@@ -242,6 +247,14 @@ mod tests {
 
     fn read(body: Value) -> Result<GenerationRequest, ApiError> {
         ResponsesRequest::from_json(body.to_string().as_bytes())?.to_generation()
+    }
+
+    #[test]
+    fn every_null_field_reads_as_absent() {
+        let base = json!({"input": "hi"});
+        crate::api::wire::assert_nulls_mean_absent::<ResponsesRequest, _>(base, &["input"], |b| {
+            ResponsesRequest::from_json(b)?.to_generation()
+        });
     }
 
     #[test]

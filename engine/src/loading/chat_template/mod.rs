@@ -2,6 +2,15 @@
 //! HF transformers' renderer: trim/lstrip blocks, Python string methods,
 //! `raise_exception`, `strftime_now`, and a `tojson` that prints what
 //! Python's `json.dumps` prints (models were trained on that spacing).
+//! Messages are first made into what the template takes (`messages`,
+//! probed once per template by `traits`).
+
+mod messages;
+mod plain_tools;
+mod traits;
+
+pub use messages::{media_kind, media_refused};
+pub use traits::{ContentForm, TemplateTraits};
 
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Kwargs, Serde, Value};
@@ -34,6 +43,7 @@ pub struct ChatTemplate {
     /// The Jinja text, kept so formats (tool calls, reasoning) can be
     /// detected from what the template writes.
     source: String,
+    traits: TemplateTraits,
 }
 
 impl ChatTemplate {
@@ -52,16 +62,36 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_template_owned(TEMPLATE_NAME, source.to_string())
             .map_err(|e| EngineError::Template(describe(&e)))?;
-        Ok(ChatTemplate {
+        let mut template = ChatTemplate {
             env,
             bos_token: bos_token.unwrap_or_default(),
             eos_token: eos_token.unwrap_or_default(),
             source: source.to_string(),
-        })
+            traits: TemplateTraits {
+                content: ContentForm::Text,
+                shows_tools: false,
+                shows_calls: false,
+            },
+        };
+        template.traits = TemplateTraits::probe(|messages, tools| {
+            let input = TemplateInput {
+                messages: messages.to_vec(),
+                tools: tools.map(<[_]>::to_vec),
+                add_generation_prompt: true,
+                kwargs: Map::new(),
+            };
+            template.render_as_is(&input).ok()
+        });
+        Ok(template)
     }
 
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// What the template takes (content form, tool syntax).
+    pub fn traits(&self) -> TemplateTraits {
+        self.traits
     }
 
     /// Another template (`--chat-template`) with the same special tokens.
@@ -70,8 +100,23 @@ impl ChatTemplate {
         ChatTemplate::new(source, token(&self.bos_token), token(&self.eos_token))
     }
 
-    /// Renders the prompt text for `input`.
+    /// Renders the prompt text for `input`, its messages and tools first
+    /// made into what the template takes. A template's own
+    /// `raise_exception` is [`EngineError::TemplateRefused`] (it refuses
+    /// the conversation); any other failure is [`EngineError::Template`].
     pub fn render(&self, input: &TemplateInput) -> Result<String> {
+        let (messages, tools) =
+            messages::normalize(&input.messages, input.tools.as_deref(), self.traits)?;
+        self.render_as_is(&TemplateInput {
+            messages,
+            tools,
+            add_generation_prompt: input.add_generation_prompt,
+            kwargs: input.kwargs.clone(),
+        })
+    }
+
+    /// Renders `input` exactly as given.
+    fn render_as_is(&self, input: &TemplateInput) -> Result<String> {
         let mut ctx = input.kwargs.clone();
         ctx.insert("messages".into(), input.messages.clone().into());
         if let Some(tools) = &input.tools {
@@ -88,9 +133,36 @@ impl ChatTemplate {
             .get_template(TEMPLATE_NAME)
             .map_err(|e| EngineError::Template(describe(&e)))?;
         tmpl.render(Value::from(Serde(&ctx)))
-            .map_err(|e| EngineError::Template(describe(&e)))
+            .map_err(|e| match raised(&e) {
+                Some(message) => EngineError::TemplateRefused(message),
+                None => EngineError::Template(describe(&e)),
+            })
     }
 }
+
+/// The message of a template's `raise_exception`, if that is what failed.
+fn raised(e: &Error) -> Option<String> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(r) = s.downcast_ref::<Raised>() {
+            return Some(r.0.clone());
+        }
+        source = s.source();
+    }
+    None
+}
+
+/// Marks an error as the template's own `raise_exception`.
+#[derive(Debug)]
+struct Raised(String);
+
+impl std::fmt::Display for Raised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Raised {}
 
 fn describe(e: &Error) -> String {
     let mut msg = e.to_string();
@@ -104,7 +176,7 @@ fn describe(e: &Error) -> String {
 }
 
 fn raise_exception(message: String) -> std::result::Result<Value, Error> {
-    Err(Error::new(ErrorKind::InvalidOperation, message))
+    Err(Error::new(ErrorKind::InvalidOperation, message.clone()).with_source(Raised(message)))
 }
 
 fn strftime_now(format: String) -> String {
@@ -210,7 +282,90 @@ mod tests {
             user("x"),
         )
         .unwrap_err();
-        assert!(err.to_string().contains("system first"), "{err}");
+        assert!(
+            matches!(&err, EngineError::TemplateRefused(m) if m == "system first"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn content_form_and_tool_syntax_are_probed() {
+        let string_only = ChatTemplate::new(
+            "{% for m in messages %}{{ m.role + ': ' + m.content }}\n{% endfor %}",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            string_only.traits(),
+            TemplateTraits {
+                content: ContentForm::Text,
+                shows_tools: false,
+                shows_calls: false,
+            }
+        );
+        let parts_only = ChatTemplate::new(
+            "{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            parts_only.traits().content,
+            ContentForm::Parts { strings: false }
+        );
+        let tools = ChatTemplate::new(
+            "{% for t in tools or [] %}{{ t.function.name }}{% endfor %}\
+             {% for m in messages %}{% if m.content is string %}{{ m.content }}\
+             {% else %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endif %}\
+             {% for c in m.tool_calls or [] %}{{ c.function.name }}{% endfor %}{% endfor %}",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            tools.traits(),
+            TemplateTraits {
+                content: ContentForm::Parts { strings: true },
+                shows_tools: true,
+                shows_calls: true,
+            }
+        );
+    }
+
+    #[test]
+    fn client_shapes_render_on_a_string_template() {
+        // SmolLM2's shape: content concatenated as a string, no tool syntax.
+        let src = "{% for m in messages %}<|{{ m.role }}|>{{ m['content'] + '\n' }}{% endfor %}";
+        let t = ChatTemplate::new(src, None, None).unwrap();
+        let input = TemplateInput {
+            messages: vec![
+                json!({"role": "developer", "content": [{"type": "text", "text": "Be brief."}]}),
+                json!({"role": "user", "content": [{"type": "text", "text": "Weather?"}]}),
+                json!({"role": "assistant", "content": null, "tool_calls": [{"id": "a",
+                    "type": "function", "function": {"name": "w", "arguments": "{}"}}]}),
+                json!({"role": "tool", "tool_call_id": "a",
+                    "content": [{"type": "text", "text": "sunny"}]}),
+            ],
+            tools: Some(vec![json!({"type": "function", "function": {"name": "w"}})]),
+            ..Default::default()
+        };
+        let out = t.render(&input).unwrap();
+        assert!(
+            out.starts_with("<|system|>Be brief.\n\nYou may call"),
+            "{out}"
+        );
+        assert!(out.contains("<|user|>Weather?\n"), "{out}");
+        assert!(
+            out.contains(
+                "<|assistant|><tool_call>\n{\"name\":\"w\",\"arguments\":{}}\n</tool_call>\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("<|user|><tool_response>\nsunny\n</tool_response>\n"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -1,0 +1,196 @@
+//! afm-serve's flags, and the one place they become the engine's and the
+//! server's settings. Every default comes from [`EngineConfig::default`]
+//! and [`ServerConfig::default`], and afm-test's in-process target parses
+//! its settings through these same flags, so what CI tests in-process is
+//! what a flagless `afm-serve` runs.
+
+use crate::api::http_server::ServerConfig;
+use crate::parsers::ToolCallFormat;
+use crate::runtime::EngineConfig;
+
+fn engine() -> EngineConfig {
+    EngineConfig::default()
+}
+
+fn server() -> ServerConfig {
+    ServerConfig::default()
+}
+
+/// How `afm-serve` serves a model.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeFlags {
+    /// Model to serve: the alias `smollm2` or `gemma3-270m`, a .gguf file,
+    /// an MLX/HF folder, or an HF repo id already in the local HF cache.
+    #[arg(long, default_value = "smollm2")]
+    pub model: String,
+    /// Address to listen on. Anything but loopback requires --api-key.
+    #[arg(long, default_value_t = server().host)]
+    pub host: String,
+    /// Port to listen on.
+    #[arg(long, default_value_t = server().port)]
+    pub port: u16,
+    /// Key required on /v1/* as `Authorization: Bearer KEY` or `x-api-key`
+    /// (default: none on loopback; mandatory on any other address).
+    #[arg(long)]
+    pub api_key: Option<String>,
+    /// Requests decoded together at most; more wait in a queue. Raise it
+    /// for throughput under load, lower it to cap memory.
+    #[arg(long, default_value_t = engine().concurrent)]
+    pub concurrent: usize,
+    /// Turn the prefix cache off (on by default: requests that share a
+    /// prompt prefix reuse its KV). Turn it off to measure cold prefill.
+    #[arg(long)]
+    pub no_prefix_caching: bool,
+    /// Accepted for older scripts: the prefix cache is on by default.
+    #[arg(long, hide = true, conflicts_with = "no_prefix_caching")]
+    pub enable_prefix_caching: bool,
+    /// Memory budget of the prefix cache in MiB; the least recently used
+    /// prefixes are evicted beyond it. Raise it for long shared prompts.
+    #[arg(long, default_value_t = engine().prefix_cache_bytes >> 20)]
+    pub prefix_cache_mb: usize,
+    /// Turn grammar constraints off (on by default: `response_format`
+    /// json_schema / json_object, strict tools and `tool_choice` required
+    /// or named are enforced by llguidance). Off, such requests get a 400
+    /// naming this flag, never an unconstrained 200.
+    #[arg(long)]
+    pub no_grammar_constraints: bool,
+    /// Accepted for older scripts: grammar constraints are on by default.
+    #[arg(long, hide = true, conflicts_with = "no_grammar_constraints")]
+    pub enable_grammar_constraints: bool,
+    /// Tool-call format: `auto` (default: from the chat template's
+    /// markers), hermes, qwen3_coder, llama3_json, mistral or gemma4. Set
+    /// it when a replaced template's markers are not recognized.
+    #[arg(long, default_value = "auto")]
+    pub tool_call_parser: String,
+    /// A Jinja file replacing the model's chat template (default: the
+    /// model's own), e.g. to offer tools to a model whose template has none.
+    #[arg(long)]
+    pub chat_template: Option<std::path::PathBuf>,
+    /// Largest `top_logprobs` a request may ask for; larger ones get a 400.
+    #[arg(long, default_value_t = engine().max_logprobs)]
+    pub max_logprobs: usize,
+    /// Reasoning tokens a thinking model may spend when a request sets no
+    /// budget (default: no limit but max_tokens). Set it so reasoning
+    /// cannot eat the whole max_tokens.
+    #[arg(long)]
+    pub thinking_budget: Option<usize>,
+    /// Batch-invariant decoding: a request's output is the same bytes
+    /// alone or in any batch slot, at about half the batch throughput
+    /// (default: off). Turn it on for reproducible evaluations.
+    #[arg(long)]
+    pub deterministic: bool,
+    /// max_tokens of requests that give none.
+    #[arg(long, default_value_t = engine().default_max_tokens)]
+    pub max_tokens: usize,
+    /// Log level: error, warn, info, debug or trace.
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+    /// Largest request body accepted, in MiB; larger ones get a 413.
+    #[arg(long, default_value_t = server().max_body_bytes >> 20)]
+    pub max_body_mb: usize,
+}
+
+impl ServeFlags {
+    /// The flags as afm-serve would read `args` (no program name), for
+    /// callers that start the engine themselves with afm-serve's settings.
+    pub fn parse_args<I: IntoIterator<Item = S>, S: Into<String>>(args: I) -> anyhow::Result<Self> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            flags: ServeFlags,
+        }
+        let argv = std::iter::once("afm-serve".to_string()).chain(args.into_iter().map(Into::into));
+        Ok(<Cli as clap::Parser>::try_parse_from(argv)?.flags)
+    }
+
+    /// The engine's settings. Reads the `--chat-template` file.
+    pub fn engine_config(&self) -> anyhow::Result<EngineConfig> {
+        anyhow::ensure!(self.concurrent >= 1, "--concurrent must be at least 1");
+        let tool_call_parser = match self.tool_call_parser.as_str() {
+            "auto" => None,
+            name => Some(ToolCallFormat::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = ToolCallFormat::ALL.iter().map(|f| f.name()).collect();
+                anyhow::anyhow!(
+                    "--tool-call-parser: unknown parser '{name}' (auto, {})",
+                    known.join(", ")
+                )
+            })?),
+        };
+        let chat_template = match &self.chat_template {
+            Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+                anyhow::anyhow!("--chat-template: cannot read {}: {e}", path.display())
+            })?),
+            None => None,
+        };
+        let defaults = engine();
+        Ok(EngineConfig {
+            concurrent: self.concurrent,
+            prefix_caching: !self.no_prefix_caching
+                && (self.enable_prefix_caching || defaults.prefix_caching),
+            prefix_cache_bytes: self.prefix_cache_mb << 20,
+            max_logprobs: self.max_logprobs,
+            default_max_tokens: self.max_tokens,
+            grammar_constraints: !self.no_grammar_constraints
+                && (self.enable_grammar_constraints || defaults.grammar_constraints),
+            deterministic: self.deterministic,
+            tool_call_parser,
+            thinking_budget: self.thinking_budget,
+            chat_template,
+            ..defaults
+        })
+    }
+
+    /// The HTTP server's settings.
+    pub fn server_config(&self) -> anyhow::Result<ServerConfig> {
+        let loopback = self
+            .host
+            .parse::<std::net::IpAddr>()
+            .map(|ip| ip.is_loopback())
+            .unwrap_or(self.host == "localhost");
+        anyhow::ensure!(
+            loopback || self.api_key.is_some(),
+            "--api-key is required when binding the non-loopback address {}",
+            self.host
+        );
+        Ok(ServerConfig {
+            host: self.host.clone(),
+            port: self.port,
+            api_key: self.api_key.clone(),
+            max_body_bytes: self.max_body_mb << 20,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_flags_are_the_engine_and_server_defaults() {
+        let flags = ServeFlags::parse_args(Vec::<String>::new()).unwrap();
+        let (got, want) = (flags.engine_config().unwrap(), EngineConfig::default());
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        let (got, want) = (flags.server_config().unwrap(), ServerConfig::default());
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    }
+
+    #[test]
+    fn grammar_and_prefix_cache_are_on_by_default_and_can_be_turned_off() {
+        let on = ServeFlags::parse_args(Vec::<String>::new())
+            .unwrap()
+            .engine_config()
+            .unwrap();
+        assert!(on.grammar_constraints && on.prefix_caching);
+        let off = ServeFlags::parse_args(["--no-grammar-constraints", "--no-prefix-caching"])
+            .unwrap()
+            .engine_config()
+            .unwrap();
+        assert!(!off.grammar_constraints && !off.prefix_caching);
+        let old =
+            ServeFlags::parse_args(["--enable-prefix-caching", "--enable-grammar-constraints"])
+                .unwrap()
+                .engine_config()
+                .unwrap();
+        assert!(old.grammar_constraints && old.prefix_caching);
+    }
+}
