@@ -175,6 +175,14 @@ pub enum Check {
     },
     /// `GET /v1/models` lists at least one model with an id.
     ModelsList,
+    /// The request is refused (a 4xx with the protocol's error body) or
+    /// answered with a call (`tool_calls`, or legacy `function_call`):
+    /// never a 200 that ignored the parameter that asked for one.
+    RefusedOrCall,
+    /// The whole reply, or every stream event, validates against the
+    /// vendor's published schema of the operation (`spec_schemas`); an
+    /// error reply against its error schema.
+    Schema,
 }
 
 fn yes() -> bool {
@@ -732,6 +740,25 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
             ensure(ok, "a list of models with ids", || {
                 clip(&ex.body.to_string())
             })
+        }
+        Check::Schema => {
+            let found = crate::spec_schemas::deviations(ex);
+            ensure(
+                found.is_empty(),
+                "a reply that validates against the published schema",
+                || found.join("\n"),
+            )
+        }
+        Check::RefusedOrCall => {
+            let legacy_call = ex.body.pointer("/choices/0/message/function_call");
+            let called = !r.tool_calls.is_empty() || legacy_call.is_some_and(|c| !c.is_null());
+            if (400..500).contains(&ex.status) {
+                check_one(&Check::ErrorBody { param: None }, ex)
+            } else {
+                ensure(called, "a 4xx refusal or a call", || {
+                    format!("status {}: {}", ex.status, clip(&r.content))
+                })
+            }
         }
         Check::AllEqual { .. }
         | Check::SameAs { .. }

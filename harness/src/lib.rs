@@ -9,6 +9,9 @@
 //! results become a [`report`] (JSON, [`html`], [`junit`]). [`diff`]
 //! compares two reports, with [`known_failures`] attributing old failures.
 //!
+//! [`spec_schemas`] holds the vendors' published reply schemas that the
+//! `schema` check validates against.
+//!
 //! [`profile`] declares what probes should not decide, [`server_process`]
 //! starts and stops a server for a run, and [`matrix`] runs several
 //! targets into one report with a column per target.
@@ -33,6 +36,7 @@ pub mod report;
 pub mod run_info;
 pub mod runner;
 pub mod server_process;
+pub mod spec_schemas;
 pub mod suite;
 pub mod target;
 pub mod toml_input;

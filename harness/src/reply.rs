@@ -51,6 +51,29 @@ impl Reply {
             .fold("", |best, w| if w.len() > best.len() { w } else { best })
     }
 
+    /// This reply as the next request's history holds it when a client
+    /// of the official SDKs appends the returned message as is: `content`
+    /// null when there is no text, `refusal` null, the calls with their ids.
+    pub fn as_sdk_message(&self) -> Value {
+        let calls: Vec<Value> = self
+            .tool_calls
+            .iter()
+            .map(|c| {
+                serde_json::json!({"id": c.id, "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments}})
+            })
+            .collect();
+        let mut m = serde_json::json!({
+            "role": "assistant",
+            "content": if self.content.is_empty() { Value::Null } else { self.content.clone().into() },
+            "refusal": null,
+        });
+        if !calls.is_empty() {
+            m["tool_calls"] = calls.into();
+        }
+        m
+    }
+
     /// A usage field as a number.
     pub fn usage_field(&self, path: &str) -> Option<u64> {
         let mut v = self.usage.as_ref()?;

@@ -130,6 +130,7 @@ async fn run_case(
                 failures.push(f);
             }
         }
+        failures.extend(exchanges.iter().filter_map(template_error_leak));
         steps.extend(exchanges.iter().map(StepRecord::of));
     }
     let errored = steps.iter().find_map(|s| s.transport_error.clone());
@@ -150,6 +151,49 @@ async fn run_case(
         steps,
         millis: start.elapsed().as_secs_f64() * 1000.0,
         known_issue: None,
+    }
+}
+
+/// Text of a template engine's own failure (Jinja, minijinja, minja) as
+/// servers pass it on. No such text is ever an answer to a request the
+/// suites send: valid input must render, and invalid input deserves a
+/// message that names what is wrong with it.
+const TEMPLATE_ERROR_SIGNS: &[&str] = &[
+    "(in chat:",
+    "invalid operation:",
+    "jinja",
+    "templateerror",
+    "undefinederror",
+    "can only concatenate",
+    "unsupported operand type",
+    "has no attribute",
+    "is not iterable",
+];
+
+/// Every case fails when a reply carries a template engine's error text
+/// (in an error body, an error event, or any reply of status >= 400).
+fn template_error_leak(ex: &Exchange) -> Option<crate::checks::Failure> {
+    let reply = Reply::of(ex);
+    let text = match (&reply.error, ex.status >= 400) {
+        (Some(e), _) => e.to_string(),
+        (None, true) => ex.body.to_string(),
+        (None, false) => return None,
+    };
+    let lower = text.to_lowercase();
+    TEMPLATE_ERROR_SIGNS
+        .iter()
+        .any(|sign| lower.contains(sign))
+        .then(|| crate::checks::Failure {
+            check: "no_template_error".into(),
+            expected: "no chat-template engine error text in any reply".into(),
+            actual: format!("{} {}: {}", ex.status, ex.path, clip_text(&text)),
+        })
+}
+
+fn clip_text(s: &str) -> String {
+    match s.char_indices().nth(300) {
+        Some((at, _)) => format!("{}...", &s[..at]),
+        None => s.to_string(),
     }
 }
 
@@ -319,9 +363,19 @@ async fn together(target: &Target, path: &str, bodies: Vec<Value>) -> Vec<Exchan
 /// the case in this run), `{{filler:N}}` (N fixed sentences, a long
 /// prompt), `{{reply:K}}` (step K's content in a sequence),
 /// `{{reply_word:K}}` (its longest word), `{{call_id:K}}` (the id of step
-/// K's first tool call, to answer it).
+/// K's first tool call, to answer it). A string that is exactly
+/// `{{null}}` becomes `null` (TOML has none), and one that is exactly
+/// `{{message:K}}` becomes step K's assistant message as the official
+/// SDKs append a returned message to the history.
 pub fn fill(v: &Value, nonce: &str, replies: &[Reply]) -> Value {
     match v {
+        Value::String(s) if s == "{{null}}" => Value::Null,
+        Value::String(s) if s.starts_with("{{message:") && s.ends_with("}}") => {
+            let k: usize = s["{{message:".len()..s.len() - 2]
+                .parse()
+                .unwrap_or(usize::MAX);
+            replies.get(k).map_or(Value::Null, Reply::as_sdk_message)
+        }
         Value::String(s) if s.contains("{{") => Value::String(fill_text(s, nonce, replies)),
         Value::Array(items) => {
             Value::Array(items.iter().map(|i| fill(i, nonce, replies)).collect())
@@ -389,6 +443,49 @@ mod tests {
         assert!(text.starts_with("id abc: first / Rule 0: "), "{text}");
         assert!(text.contains("Rule 1: "), "{text}");
         assert!(text.ends_with("{{other}}"), "{text}");
+    }
+
+    #[test]
+    fn null_and_message_placeholders_become_values() {
+        let call = crate::reply::ToolCall {
+            id: Some("call_1".into()),
+            name: "get_weather".into(),
+            arguments: "{\"city\": \"Oslo\"}".into(),
+            ..Default::default()
+        };
+        let step = Reply {
+            tool_calls: vec![call],
+            ..Default::default()
+        };
+        let v = json!({"messages": ["{{message:0}}"], "stop": "{{null}}"});
+        let out = fill(&v, "n", &[step]);
+        assert_eq!(out["stop"], Value::Null);
+        assert_eq!(
+            out["messages"][0],
+            json!({"role": "assistant", "content": null, "refusal": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]})
+        );
+    }
+
+    #[test]
+    fn a_template_engines_error_text_fails_any_case() {
+        let ex = |status: u16, body: Value| Exchange {
+            status,
+            body,
+            ..Default::default()
+        };
+        let leaked = ex(
+            400,
+            json!({"error": {"message": "chat template: invalid operation: tried to use + operator on unsupported types string and sequence (in chat:4)"}}),
+        );
+        assert!(template_error_leak(&leaked).is_some());
+        let named = ex(
+            400,
+            json!({"error": {"message": "messages[0].content[0].type: this model takes no image input"}}),
+        );
+        assert!(template_error_leak(&named).is_none());
+        assert!(template_error_leak(&ex(200, json!({"choices": []}))).is_none());
     }
 
     #[test]

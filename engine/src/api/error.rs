@@ -82,6 +82,7 @@ impl ApiError {
             Protocol::Anthropic => json!({
                 "type": "error",
                 "error": {"type": self.anthropic_type(), "message": self.message},
+                "request_id": crate::api::context::new_id("req_"),
             }),
         }
     }

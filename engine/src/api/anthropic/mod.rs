@@ -59,7 +59,7 @@ impl ApiContext {
             content.push(json!({"type": "thinking", "thinking": c.reasoning, "signature": ""}));
         }
         if !c.text.is_empty() || c.tool_calls.is_empty() {
-            content.push(json!({"type": "text", "text": c.text}));
+            content.push(text_block(c.text));
         }
         for (i, call) in c.tool_calls.iter().enumerate() {
             content.push(reply.tool_use(i, call));
@@ -105,6 +105,8 @@ impl Reply {
             "content": content,
             "stop_reason": null,
             "stop_sequence": null,
+            "stop_details": null,
+            "container": null,
             "usage": usage_json(usage, 0),
         })
     }
@@ -119,6 +121,7 @@ impl Reply {
             "id": format!("{}_{index}", self.tool_ids),
             "name": call.name,
             "input": input,
+            "caller": {"type": "direct"},
         })
     }
 
@@ -140,13 +143,25 @@ fn stop_reason(finish: FinishReason) -> &'static str {
 }
 
 /// Anthropic counts uncached input apart from what was read from cache.
+/// The fields of features this server has not (server tools, tiers, cache
+/// writes by TTL) are null, as the schema allows.
 fn usage_json(u: &Usage, output_tokens: usize) -> Value {
     json!({
         "input_tokens": u.prompt_tokens - u.cached_tokens.min(u.prompt_tokens),
         "cache_read_input_tokens": u.cached_tokens,
         "cache_creation_input_tokens": 0,
+        "cache_creation": null,
         "output_tokens": output_tokens,
+        "output_tokens_details": null,
+        "server_tool_use": null,
+        "service_tier": null,
+        "inference_geo": null,
     })
+}
+
+/// A text block as it starts (streams) or ends (whole replies).
+fn text_block(text: String) -> Value {
+    json!({"type": "text", "text": text, "citations": null})
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,6 +227,7 @@ impl EventSource for MessageEvents {
                                 "id": format!("{}_{}", self.reply.tool_ids, piece.index),
                                 "name": name,
                                 "input": {},
+                                "caller": {"type": "direct"},
                             });
                             self.open_block(Block::ToolUse, block);
                         }
@@ -239,8 +255,10 @@ impl EventSource for MessageEvents {
                             "delta": {
                                 "stop_reason": stop_reason(finish_reason),
                                 "stop_sequence": self.reply.stop_sequence(finish_reason),
+                                "stop_details": null,
+                                "container": null,
                             },
-                            "usage": {"output_tokens": usage.completion_tokens},
+                            "usage": usage_json(&usage, usage.completion_tokens),
                         }),
                     );
                     self.push("message_stop", json!({"type": "message_stop"}));
@@ -278,7 +296,7 @@ impl MessageEvents {
         self.close();
         let block = match kind {
             Block::Thinking => json!({"type": "thinking", "thinking": "", "signature": ""}),
-            _ => json!({"type": "text", "text": ""}),
+            _ => text_block(String::new()),
         };
         self.open_block(kind, block);
     }

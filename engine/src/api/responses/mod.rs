@@ -44,6 +44,7 @@ impl ApiContext {
             "object": "response",
             "created_at": unix_now(),
             "status": "in_progress",
+            "completed_at": null,
             "error": null,
             "incomplete_details": null,
             "instructions": request.instructions,
@@ -58,16 +59,15 @@ impl ApiContext {
             "top_p": generation.sampling.top_p,
             "text": request.text.clone().unwrap_or_else(|| json!({"format": {"type": "text"}})),
             "tool_choice": request.tool_choice.clone().unwrap_or_else(|| json!("auto")),
-            "tools": request.tools.clone().unwrap_or_default(),
+            "tools": echoed_tools(request.tools.as_deref().unwrap_or_default()),
             "truncation": "disabled",
-            "usage": null,
             "metadata": {},
         });
         let mut out = Output {
             response: echo,
             items: Vec::new(),
             call_ids: new_id("call_"),
-            logprobs: generation.logprobs.is_some(),
+            cut: false,
         };
         if request.stream {
             let events = ResponseEvents {
@@ -99,6 +99,7 @@ impl ApiContext {
             out.items[k].text = call.arguments.clone();
         }
         let finish = c.finish_reason.expect("a finished completion");
+        out.cut = finish == FinishReason::Length;
         Ok(ApiResponse::Complete {
             body: out.finished(finish, &c.usage),
             grammar,
@@ -132,7 +133,8 @@ struct Output {
     items: Vec<Item>,
     /// Function-call ids are this and the call's index.
     call_ids: String,
-    logprobs: bool,
+    /// The reply was cut by `max_output_tokens`.
+    cut: bool,
 }
 
 impl Output {
@@ -158,10 +160,16 @@ impl Output {
         self.items.len() - 1
     }
 
-    /// Item `k` as JSON, `done` or still in progress (empty).
+    /// Item `k` as JSON, `done` or still in progress (empty). Once done,
+    /// the last item of a reply cut by `max_output_tokens` is
+    /// `incomplete`, as the response is.
     fn item_json(&self, k: usize, done: bool) -> Value {
         let item = &self.items[k];
-        let status = if done { "completed" } else { "in_progress" };
+        let status = match done {
+            false => "in_progress",
+            true if self.cut && k + 1 == self.items.len() => "incomplete",
+            true => "completed",
+        };
         let text = if done { item.text.as_str() } else { "" };
         match item.kind {
             Kind::Reasoning => json!({
@@ -188,12 +196,15 @@ impl Output {
         }
     }
 
+    /// An `output_text` part; `logprobs` is always there (the schema
+    /// requires it), empty unless asked for.
     fn text_part(&self, item: &Item) -> Value {
-        let mut part = json!({"type": "output_text", "text": item.text, "annotations": []});
-        if self.logprobs {
-            part["logprobs"] = logprobs_json(&item.logprobs);
-        }
-        part
+        json!({
+            "type": "output_text",
+            "text": item.text,
+            "annotations": [],
+            "logprobs": logprobs_json(&item.logprobs),
+        })
     }
 
     /// The whole response at its end.
@@ -207,6 +218,7 @@ impl Output {
             r["incomplete_details"] = json!({"reason": "max_output_tokens"});
         } else {
             r["status"] = "completed".into();
+            r["completed_at"] = unix_now().into();
         }
         r["usage"] = json!({
             "input_tokens": usage.prompt_tokens,
@@ -217,6 +229,27 @@ impl Output {
         });
         r
     }
+}
+
+/// The request's tools as the response echoes them: `strict` said
+/// (Responses' default is true) and `parameters` present, as the schema
+/// requires.
+fn echoed_tools(tools: &[Value]) -> Value {
+    tools
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            if t["type"] == "function" {
+                if t.get("strict").is_none_or(Value::is_null) {
+                    t["strict"] = true.into();
+                }
+                if t.get("parameters").is_none() {
+                    t["parameters"] = Value::Null;
+                }
+            }
+            t
+        })
+        .collect()
 }
 
 fn logprobs_json(items: &[TokenLogprob]) -> Value {
@@ -282,18 +315,15 @@ impl EventSource for ResponseEvents {
                     if !text.is_empty() {
                         let k = self.ensure_open(Kind::Message);
                         self.out.items[k].text.push_str(&text);
-                        let lp = self.out.logprobs.then(|| logprobs_json(&logprobs));
+                        // Empty unless asked for: the engine sends none.
+                        let lp = logprobs_json(&logprobs);
                         self.out.items[k].logprobs.extend(logprobs);
                         let id = self.out.items[k].id.clone();
-                        let mut e = json!({
+                        self.push(json!({
                             "type": "response.output_text.delta",
                             "item_id": id, "output_index": k, "content_index": 0,
-                            "delta": text,
-                        });
-                        if let Some(lp) = lp {
-                            e["logprobs"] = lp;
-                        }
-                        self.push(e);
+                            "delta": text, "logprobs": lp,
+                        }));
                     }
                     for piece in tool_calls {
                         if let Some(name) = piece.name {
@@ -318,6 +348,7 @@ impl EventSource for ResponseEvents {
                     if self.out.items.is_empty() {
                         self.ensure_open(Kind::Message);
                     }
+                    self.out.cut = finish_reason == FinishReason::Length;
                     self.close();
                     let response = self.out.finished(finish_reason, &usage);
                     let kind = if finish_reason == FinishReason::Length {
@@ -360,7 +391,7 @@ impl ResponseEvents {
             self.push(json!({
                 "type": "response.content_part.added",
                 "item_id": id, "output_index": k, "content_index": 0,
-                "part": {"type": "output_text", "text": "", "annotations": []},
+                "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []},
             }));
         }
         self.open = Some(k);
@@ -379,9 +410,11 @@ impl ResponseEvents {
             })),
             Kind::Message => {
                 let part = self.out.text_part(item);
+                let logprobs = logprobs_json(&item.logprobs);
                 self.push(json!({
                     "type": "response.output_text.done",
                     "item_id": id, "output_index": k, "content_index": 0, "text": text,
+                    "logprobs": logprobs,
                 }));
                 self.push(json!({
                     "type": "response.content_part.done",
