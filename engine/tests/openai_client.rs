@@ -1,7 +1,10 @@
 //! The official `openai` and `anthropic` Python packages (installed by
 //! scripts/setup.sh) talk to a started afm-serve: chat, streaming,
 //! json_schema, logprobs, seed, completions (`tests/python/openai_client.py`),
-//! and Responses and Messages (`tests/python/protocol_clients.py`).
+//! Responses and Messages (`tests/python/protocol_clients.py`), and the
+//! SDK's tool loop as its users write it, whole and streamed, with content
+//! parts and the developer role (`bench/clients/openai_sdk.py`, also run by
+//! the real-client matrix).
 
 mod support;
 
@@ -31,18 +34,31 @@ fn the_responses_and_anthropic_python_clients_work_against_afm_serve() {
     run_script("protocol_clients.py");
 }
 
+/// The returned assistant message appended as is (`content: null`), the
+/// tool result, the final answer; streamed; content parts; developer.
+#[test]
+fn the_openai_sdk_tool_loop_works_against_afm_serve() {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/clients/openai_sdk.py");
+    run(&script, "passed, 0 failed");
+}
+
 fn run_script(name: &str) {
-    let server = Server::start(&["--enable-grammar-constraints"]);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/python")
         .join(name);
+    run(&script, "all checks passed");
+}
+
+/// Runs a client script against a flagless afm-serve.
+fn run(script: &std::path::Path, success: &str) {
+    let server = Server::start(&[]);
     let out = Command::new(python())
-        .arg(&script)
+        .arg(script)
         .arg(&server.base)
         .output()
         .expect("run scripts/setup.sh first (it installs the openai package)");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("all checks passed"), "{stdout}");
+    assert!(stdout.contains(success), "{stdout}");
 }

@@ -27,6 +27,15 @@ pub fn read_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
             obj.retain(|_, v| !v.is_null());
         }
     }
+    // Whole numbers written as floats (`"max_tokens": 3.0`) are integers to
+    // every integer field; float fields read integers as well.
+    for v in fields.values_mut() {
+        if v.is_f64() {
+            if let Some(n) = crate::api::openai::request::whole_number(v) {
+                *v = n.into();
+            }
+        }
+    }
     serde_json::from_value(value)
         .map_err(|e| ApiError::bad_request(format!("invalid request: {e}"), None))
 }

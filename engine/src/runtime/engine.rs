@@ -166,9 +166,12 @@ impl Engine {
                 (ids.clone(), None)
             }
         };
-        if prompt.is_empty() {
-            return Err(EngineError::invalid_param("prompt", "must not be empty"));
-        }
+        // An empty text prompt is the document start (OpenAI's default
+        // prompt is `<|endoftext|>`): the model's BOS, else its first EOS.
+        let prompt = match prompt.is_empty() {
+            false => prompt,
+            true => self.document_start()?,
+        };
         let context = self.text.limits.context_length;
         if prompt.len() >= context {
             let param = match request.prompt {
@@ -254,6 +257,22 @@ impl Engine {
             })))
             .map_err(|_| EngineError::EngineStopped("the engine thread has exited".into()))?;
         Ok(RequestStream { rx, grammar: mode })
+    }
+
+    /// The ids of a document's start: the BOS token, else the first EOS id.
+    fn document_start(&self) -> Result<Vec<u32>> {
+        let bos = self.text.template.bos_token();
+        let ids = match bos.is_empty() {
+            false => self.text.tokenizer.encode(bos)?,
+            true => self.text.eos.ids().take(1).collect(),
+        };
+        if ids.is_empty() {
+            return Err(EngineError::invalid_param(
+                "prompt",
+                "must not be empty (this model has no BOS or EOS token to start from)",
+            ));
+        }
+        Ok(ids)
     }
 
     /// How chat output is parsed: tool calls only when tools are offered

@@ -5,11 +5,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
-use afm_engine::api::ApiContext;
-use afm_engine::{Engine, EngineConfig};
 use afm_harness::bench::report::{BenchReport, BenchRun, LevelResult, Variant};
 use afm_harness::bench::workload::{Prompts, Workload};
 use afm_harness::bench::{compare, load, server_metrics};
@@ -134,8 +131,8 @@ fn compare_runs(a: &Path, b: &Path) -> Result<()> {
 /// One configuration of a scenario.
 struct VariantSpec {
     name: String,
-    /// In-process: the engine to start for it.
-    engine: Option<EngineConfig>,
+    /// In-process: the afm-serve flags to start the engine with.
+    engine: Option<Vec<String>>,
     /// Fields merged into every request.
     extra: Value,
 }
@@ -162,18 +159,19 @@ fn story_schema() -> Value {
 
 fn variants(args: &RunArgs) -> Result<Vec<VariantSpec>> {
     let in_process = args.url.is_none();
-    let base = EngineConfig {
-        concurrent: args.concurrency.iter().copied().max().unwrap_or(8).max(8),
-        deterministic: args.deterministic,
-        ..Default::default()
-    };
-    let engine = |f: &dyn Fn(&mut EngineConfig)| {
+    let concurrent = args.concurrency.iter().copied().max().unwrap_or(8).max(8);
+    // Every other setting is a flagless afm-serve's.
+    let engine_with = |extra: &[&str], deterministic: bool| {
         in_process.then(|| {
-            let mut c = base.clone();
-            f(&mut c);
-            c
+            let mut flags = vec!["--concurrent".to_string(), concurrent.to_string()];
+            if deterministic {
+                flags.push("--deterministic".into());
+            }
+            flags.extend(extra.iter().map(|f| f.to_string()));
+            flags
         })
     };
+    let engine = |extra: &[&str]| engine_with(extra, args.deterministic);
     let needs_engine = |what: &str| -> Result<()> {
         if in_process {
             Ok(())
@@ -185,50 +183,36 @@ fn variants(args: &RunArgs) -> Result<Vec<VariantSpec>> {
             )
         }
     };
-    let plain = |name: &str, engine: Option<EngineConfig>| VariantSpec {
+    let plain = |name: &str, engine: Option<Vec<String>>| VariantSpec {
         name: name.into(),
         engine,
         extra: json!({}),
     };
     Ok(match args.scenario {
-        Scenario::Sweep => vec![plain("default", engine(&|_| {}))],
+        Scenario::Sweep => vec![plain("default", engine(&[]))],
         Scenario::PrefixCache => {
             needs_engine("prefix-cache")?;
             vec![
-                plain("prefix cache on", engine(&|c| c.prefix_caching = true)),
-                plain("prefix cache off", engine(&|c| c.prefix_caching = false)),
+                plain("prefix cache on", engine(&[])),
+                plain("prefix cache off", engine(&["--no-prefix-caching"])),
             ]
         }
         Scenario::Grammar => vec![
-            plain("grammar off", engine(&|_| {})),
+            plain("grammar off", engine(&[])),
             VariantSpec {
                 name: "grammar on (json_schema)".into(),
-                engine: engine(&|_| {}),
+                engine: engine(&[]),
                 extra: json!({ "response_format": story_schema() }),
             },
         ],
         Scenario::Deterministic => {
             needs_engine("deterministic")?;
             vec![
-                plain("deterministic off", engine(&|c| c.deterministic = false)),
-                plain("deterministic on", engine(&|c| c.deterministic = true)),
+                plain("deterministic off", engine_with(&[], false)),
+                plain("deterministic on", engine_with(&[], true)),
             ]
         }
     })
-}
-
-fn engine_flags(c: &EngineConfig) -> Vec<String> {
-    let mut f = vec![format!("--concurrent {}", c.concurrent)];
-    if !c.prefix_caching {
-        f.push("--no-prefix-caching".into());
-    }
-    if !c.grammar_constraints {
-        f.push("--no-grammar-constraints".into());
-    }
-    if c.deterministic {
-        f.push("--deterministic".into());
-    }
-    f
 }
 
 fn scenario_name(s: Scenario) -> String {
@@ -303,22 +287,19 @@ fn run(args: RunArgs) -> Result<()> {
     for (vi, spec) in specs.iter().enumerate() {
         let (target, server_flags) = match (&args.url, &spec.engine) {
             (Some(url), _) => (Target::http(url, args.api_key.clone()), user_flags.clone()),
-            (None, Some(config)) => {
+            (None, Some(flags)) => {
                 let model = args.model.clone().unwrap_or_else(|| "smollm2".into());
-                let engine = Engine::start(&model, config.clone())?;
-                let api = ApiContext::new(engine, &model);
-                (
-                    Target::in_process(Arc::new(api), None),
-                    engine_flags(config),
-                )
+                let (target, flags, refused) = Target::start_in_process(&model, flags, None)?;
+                if let Some(reason) = refused {
+                    eprintln!("afm-bench: {reason}; running without --deterministic");
+                }
+                (target, flags)
             }
             (None, None) => unreachable!("in-process variants carry an engine"),
         };
-        let model = match &target {
-            Target::InProcess { api, .. } => api.model_ids[0].clone(),
-            Target::Http { .. } => {
-                runtime.block_on(served_model(&target, args.model.as_deref()))?
-            }
+        let model = match target.model() {
+            Some(m) if args.url.is_none() => m.to_string(),
+            _ => runtime.block_on(served_model(&target, args.model.as_deref()))?,
         };
         model_name = model.clone();
         eprintln!("afm-bench: {} on {}", spec.name, target.describe());

@@ -5,11 +5,8 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use afm_engine::api::{ApiContext, ServeFlags};
-use afm_engine::{Engine, EngineConfig, EngineError};
 use afm_harness::diff::{Diff, Options as DiffOptions};
 use afm_harness::known_failures::KnownFailures;
 use afm_harness::matrix::{Matrix, MatrixFile};
@@ -450,22 +447,9 @@ fn in_process_target(args: &RunArgs) -> Result<(Target, Vec<String>, Option<Stri
         flags.push("--chat-template".into());
         flags.push(p.display().to_string());
     }
-    let config = ServeFlags::parse_args(&flags)?.engine_config()?;
-    let (engine, refused) = match Engine::start(&model, config.clone()) {
-        Err(EngineError::Unsupported(reason)) if config.deterministic => {
-            flags.retain(|f| f != "--deterministic");
-            let config = EngineConfig {
-                deterministic: false,
-                ..config
-            };
-            (Engine::start(&model, config)?, Some(reason))
-        }
-        other => (other?, None),
-    };
-    let api = ApiContext::new(engine, &model);
     // A key, so the security cases check afm-serve's key handling too.
     let key = format!("afm-test-{:x}", afm_harness::runner::run_nonce());
-    Ok((Target::in_process(Arc::new(api), Some(key)), flags, refused))
+    Target::start_in_process(&model, &flags, Some(key))
 }
 
 /// How a run shows its progress: a bar on a terminal; in a log (no

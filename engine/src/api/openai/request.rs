@@ -96,16 +96,17 @@ impl CompletionRequest {
         let ids = |v: &[Value]| -> Result<Vec<u32>, ApiError> {
             v.iter()
                 .map(|t| {
-                    t.as_u64()
+                    whole_number(t)
                         .and_then(|t| u32::try_from(t).ok())
                         .ok_or_else(bad)
                 })
                 .collect()
         };
         let prompts = match &self.prompt {
-            None => return Err(ApiError::invalid_param("prompt", "is required")),
+            // OpenAI's default: the model sees only the document start.
+            None => vec![Prompt::Text(String::new())],
             Some(Value::String(s)) => vec![Prompt::Text(s.clone())],
-            Some(Value::Array(items)) if items.is_empty() => return Err(bad()),
+            Some(Value::Array(items)) if items.is_empty() => vec![Prompt::Text(String::new())],
             Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
                 .iter()
                 .map(|s| Prompt::Text(s.as_str().unwrap_or_default().to_string()))
@@ -333,10 +334,9 @@ impl Sampling {
     pub fn read(&self, logit_bias: Vec<(u32, f32)>) -> Result<SamplingParams, ApiError> {
         let temperature = self.temperature.unwrap_or(1.0);
         in_range("temperature", temperature, 0.0, self.max_temperature)?;
+        // 0 keeps only the most likely token, as a nucleus of no mass.
         let top_p = self.top_p.unwrap_or(1.0);
-        if !(top_p > 0.0 && top_p <= 1.0) {
-            return Err(ApiError::invalid_param("top_p", "must be in (0, 1]"));
-        }
+        in_range("top_p", top_p, 0.0, 1.0)?;
         let top_k = match self.top_k {
             None | Some(-1) | Some(0) => 0,
             Some(k) if k > 0 => k as usize,
@@ -424,12 +424,21 @@ pub fn tool_choice(choice: Option<&Value>) -> Result<ToolChoice, ApiError> {
         Some(Value::String(s)) if s == "auto" => Ok(ToolChoice::Auto),
         Some(Value::String(s)) if s == "none" => Ok(ToolChoice::None),
         Some(Value::String(s)) if s == "required" => Ok(ToolChoice::Required),
-        Some(choice @ Value::Object(_)) => choice
-            .pointer("/function/name")
-            .or_else(|| choice.get("name"))
-            .and_then(Value::as_str)
-            .map(|n| ToolChoice::Named(n.to_string()))
-            .ok_or_else(|| ApiError::invalid_param("tool_choice", "needs function.name")),
+        Some(choice @ Value::Object(_)) => match choice.get("type").and_then(Value::as_str) {
+            None | Some("function") => choice
+                .pointer("/function/name")
+                .or_else(|| choice.get("name"))
+                .and_then(Value::as_str)
+                .map(|n| ToolChoice::Named(n.to_string()))
+                .ok_or_else(|| ApiError::invalid_param("tool_choice", "needs function.name")),
+            Some(other) => Err(ApiError::invalid_param(
+                "tool_choice.type",
+                format!(
+                    "'{other}' is not supported by this server \
+                     (auto, none, required, or a function by name)"
+                ),
+            )),
+        },
         Some(other) => Err(ApiError::invalid_param(
             "tool_choice",
             format!("unsupported value {other}"),
@@ -479,6 +488,16 @@ pub fn output_format(
             format!("unsupported value {other:?} (text, json_object, json_schema)"),
         )),
     }
+}
+
+/// A JSON number that is a whole number (`3` or `3.0`), as clients that
+/// write every number as a float send token ids and counts.
+pub fn whole_number(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15)
+            .map(|f| f as u64)
+    })
 }
 
 fn in_range(param: &str, value: f32, lo: f32, hi: f32) -> Result<(), ApiError> {
@@ -586,7 +605,12 @@ mod tests {
             prompts("[[1],[2,3]]").unwrap(),
             vec![Prompt::Tokens(vec![1]), Prompt::Tokens(vec![2, 3])]
         );
-        for bad in ["[]", "[1,\"a\"]", "[-1]", "{}", "[[1],\"a\"]"] {
+        assert_eq!(
+            prompts("[1.0,2]").unwrap(),
+            vec![Prompt::Tokens(vec![1, 2])]
+        );
+        assert_eq!(prompts("[]").unwrap(), vec![Prompt::Text(String::new())]);
+        for bad in ["[1,\"a\"]", "[-1]", "[1.5]", "{}", "[[1],\"a\"]"] {
             assert!(prompts(bad).is_err(), "{bad}");
         }
         let r = CompletionRequest::from_json(br#"{"prompt":"a","logprobs":2,"n":2,"best_of":2}"#)

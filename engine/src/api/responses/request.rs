@@ -182,6 +182,8 @@ fn content_text(content: Option<&Value>, at: &str) -> Result<String, ApiError> {
                     Some("input_text" | "output_text" | "text") => {
                         texts.push(string_field(p, "text", &here)?)
                     }
+                    // An earlier reply's refusal, sent back as history.
+                    Some("refusal") => texts.push(string_field(p, "refusal", &here)?),
                     Some(other) => {
                         return Err(match media_kind(other) {
                             Some(media) => media_refused(&here, other, media).into(),
@@ -222,7 +224,13 @@ fn tool_specs(tools: &[Value]) -> Result<Vec<ToolSpec>, ApiError> {
                 other => {
                     return Err(ApiError::invalid_param(
                         &format!("{at}.type"),
-                        format!("tools of type {other:?} are not supported by this server"),
+                        match other {
+                            Some(t) => format!(
+                                "tools of type '{t}' are not supported by this server \
+                                 (function tools are)"
+                            ),
+                            None => "is required".to_string(),
+                        },
                     ))
                 }
             }

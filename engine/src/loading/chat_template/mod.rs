@@ -89,6 +89,11 @@ impl ChatTemplate {
         &self.source
     }
 
+    /// The tokenizer's beginning-of-sequence token ("" when it has none).
+    pub fn bos_token(&self) -> &str {
+        &self.bos_token
+    }
+
     /// What the template takes (content form, tool syntax).
     pub fn traits(&self) -> TemplateTraits {
         self.traits

@@ -1,19 +1,21 @@
 //! Where requests go: the in-process engine (afm-serve's own router,
-//! called without a socket through tower's `oneshot`) or any server over
-//! HTTP. Both give back an [`Exchange`]: status, headers, and either a
-//! whole body or the stream's events, read by the same code, so every
-//! check runs unchanged against either and SSE framing and routing are
-//! tested in-process too.
+//! called without a socket through tower's `oneshot`; only with the
+//! `engine` feature) or any server over HTTP. Both give back an
+//! [`Exchange`]: status, headers, and either a whole body or the stream's
+//! events, read by the same code, so every check runs unchanged against
+//! either and SSE framing and routing are tested in-process too.
+
+#[cfg(feature = "engine")]
+mod in_process;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
-use afm_engine::api::{router, ApiContext, ServerConfig};
-use futures_util::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
-use tower::ServiceExt;
+
+#[cfg(feature = "engine")]
+pub use in_process::InProcess;
 
 use crate::dialect::Dialect;
 
@@ -50,12 +52,8 @@ pub struct Exchange {
 /// A target of a run.
 #[derive(Clone)]
 pub enum Target {
-    InProcess {
-        api: Arc<ApiContext>,
-        /// afm-serve's router over `api`.
-        router: axum::Router,
-        api_key: Option<String>,
-    },
+    #[cfg(feature = "engine")]
+    InProcess(InProcess),
     Http {
         client: reqwest::Client,
         base: String,
@@ -109,24 +107,29 @@ impl Outgoing {
     }
 }
 
+/// Without the `engine` feature there is no engine to start: the
+/// in-process target is refused by name.
+#[cfg(not(feature = "engine"))]
 impl Target {
-    /// afm-serve's router over `api`, requiring `api_key` when given.
-    pub fn in_process(api: Arc<ApiContext>, api_key: Option<String>) -> Self {
-        let config = ServerConfig {
-            api_key: api_key.clone(),
-            ..Default::default()
-        };
-        Target::InProcess {
-            router: router(api.clone(), &config),
-            api,
-            api_key,
-        }
+    pub fn start_in_process(
+        _model: &str,
+        _flags: &[String],
+        _api_key: Option<String>,
+    ) -> anyhow::Result<(Target, Vec<String>, Option<String>)> {
+        anyhow::bail!(
+            "this build has no in-process engine (afm-harness was built without its \
+             `engine` feature): test a server with --url URL (afm-test also takes --server \"COMMAND\")"
+        )
     }
+}
 
+impl Target {
     /// The key requests carry, if any.
     pub fn api_key(&self) -> Option<&str> {
         match self {
-            Target::InProcess { api_key, .. } | Target::Http { api_key, .. } => api_key.as_deref(),
+            #[cfg(feature = "engine")]
+            Target::InProcess(t) => t.api_key.as_deref(),
+            Target::Http { api_key, .. } => api_key.as_deref(),
         }
     }
 
@@ -152,6 +155,8 @@ impl Target {
     /// The same target, naming `model` in every request (HTTP only: the
     /// in-process engine serves one model).
     pub fn with_model(mut self, name: Option<String>) -> Self {
+        // Refutable only with the `engine` feature's in-process variant.
+        #[allow(irrefutable_let_patterns)]
         if let Target::Http { model, .. } = &mut self {
             *model = name;
         }
@@ -161,7 +166,8 @@ impl Target {
     /// The model requests name: the one given, else none.
     pub fn model(&self) -> Option<&str> {
         match self {
-            Target::InProcess { api, .. } => api.model_ids.first().map(String::as_str),
+            #[cfg(feature = "engine")]
+            Target::InProcess(t) => Some(t.model()),
             Target::Http { model, .. } => model.as_deref(),
         }
     }
@@ -178,7 +184,8 @@ impl Target {
 
     pub fn describe(&self) -> String {
         match self {
-            Target::InProcess { api, .. } => format!("in-process engine ({})", api.model_ids[0]),
+            #[cfg(feature = "engine")]
+            Target::InProcess(t) => format!("in-process engine ({})", t.model()),
             Target::Http { base, .. } => base.clone(),
         }
     }
@@ -226,45 +233,8 @@ impl Target {
             Auth::Wrong => Some("afm-test-wrong-key".to_string()),
         };
         match self {
-            Target::InProcess { router, .. } => {
-                let mut req = axum::http::Request::builder()
-                    .method(out.method.as_str())
-                    .uri(out.path.as_str());
-                if out.body.is_some() {
-                    req = req.header("content-type", "application/json");
-                }
-                if let Some(k) = &key {
-                    req = req.header("authorization", format!("Bearer {k}"));
-                }
-                for (name, value) in &out.headers {
-                    req = req.header(name.as_str(), value.as_str());
-                }
-                let req = match req.body(axum::body::Body::from(body)) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        ex.transport_error = Some(e.to_string());
-                        return ex;
-                    }
-                };
-                let response = match router.clone().oneshot(req).await {
-                    Ok(r) => r,
-                    Err(never) => match never {},
-                };
-                ex.status = response.status().as_u16();
-                ex.headers = headers_of(response.headers());
-                let mut reader = BodyReader::new(&ex);
-                let mut data = response.into_body().into_data_stream();
-                while let Some(piece) = data.next().await {
-                    match piece {
-                        Ok(bytes) => reader.feed(&bytes, millis_since(start), &mut ex),
-                        Err(e) => {
-                            ex.transport_error = Some(error_chain(&e));
-                            break;
-                        }
-                    }
-                }
-                reader.finish(millis_since(start), &mut ex);
-            }
+            #[cfg(feature = "engine")]
+            Target::InProcess(t) => t.send(&out, key.as_deref(), body, start, &mut ex).await,
             Target::Http { client, base, .. } => {
                 let method = reqwest::Method::from_bytes(out.method.as_bytes())
                     .unwrap_or(reqwest::Method::POST);
@@ -309,7 +279,7 @@ impl Target {
     }
 }
 
-fn headers_of(h: &axum::http::HeaderMap) -> BTreeMap<String, String> {
+fn headers_of(h: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {
     h.iter()
         .map(|(k, v)| {
             (
