@@ -22,14 +22,17 @@ TIER="${2:-full}"
 REFRESH="${3:-}"
 TEMPLATE=fixtures/templates/chatml-tools.jinja
 GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
-afm_test() { cargo run -q -p afm-harness --bin afm-test -- "$@"; }
+# AFM_TEST / AFM_SERVE: prebuilt binaries to use instead of `cargo run`
+# (afm-test built without its engine feature tests peers as well).
+afm_test() { if [ -n "${AFM_TEST:-}" ]; then "$AFM_TEST" "$@"; else cargo run -q -p afm-harness --bin afm-test -- "$@"; fi; }
+afm_serve() { if [ -n "${AFM_SERVE:-}" ]; then "$AFM_SERVE" "$@"; else cargo run -q -p afm-engine --bin afm-serve -- "$@"; fi; }
 
 case "$PEER" in
 mlx-lm)
     BIN="$(bash bench/peers/mlx-lm.sh)"
     MODEL=.cache/peers/smollm2-f32
     [ -f "$MODEL/model.safetensors" ] ||
-        cargo run -q -p afm-engine --bin afm-serve -- convert --model "$GGUF" \
+        afm_serve convert --model "$GGUF" \
             --out "$MODEL" --dtype f32 >&2
     # mlx_lm.server takes the template's text, not a file.
     SERVER="$BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\""
