@@ -33,7 +33,7 @@ fn assert_error(status: StatusCode, body: &Value, expected: StatusCode, what: &s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_its_status_and_an_openai_error_body() {
-    let server = Server::start(&["--max-body-mb", "1", "--enable-grammar-constraints"]);
+    let server = Server::start(&["--max-body-mb", "1"]);
     let client = Client::new();
     let chat = server.url("/v1/chat/completions");
     let user = |extra: Value| {
@@ -170,6 +170,59 @@ async fn bad_input_gets_its_status_and_an_openai_error_body() {
         metric(&metrics, "afm_requests_total{outcome=\"rejected\"}"),
         cases.len() as u64 + 2
     );
+}
+
+/// With grammar constraints off, a request that needs them is refused on
+/// every protocol, in the protocol's error shape, naming the flag: never a
+/// 200 that ignored the schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_grammar_constraints_a_constrained_request_is_refused_naming_the_flag() {
+    let server = Server::start(&["--no-grammar-constraints"]);
+    let client = Client::new();
+    let schema =
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});
+    let user = json!([{"role": "user", "content": "Give me JSON."}]);
+    let cases = [
+        (
+            "/v1/chat/completions",
+            json!({"messages": user, "max_tokens": 8,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}),
+            "response_format",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": user, "max_tokens": 8, "tool_choice": "required",
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}]}),
+            "tool_choice",
+        ),
+        (
+            "/v1/messages",
+            json!({"messages": user, "max_tokens": 8,
+                "output_config": {"format": {"type": "json_schema", "schema": schema}}}),
+            "output_config.format",
+        ),
+        (
+            "/v1/responses",
+            json!({"input": "Give me JSON.", "max_output_tokens": 8,
+                "text": {"format": {"type": "json_schema", "name": "x", "schema": schema}}}),
+            "text.format",
+        ),
+    ];
+    for (path, body, param) in cases {
+        let (status, value) = post(&client, &server.url(path), body.to_string()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {value}");
+        let message = value["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("--no-grammar-constraints"),
+            "{path}: {value}"
+        );
+        assert!(message.starts_with(param), "{path}: {value}");
+        if path == "/v1/messages" {
+            assert_eq!(value["type"], "error", "{value}");
+        } else {
+            assert_eq!(value["error"]["param"], param, "{value}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -155,10 +155,37 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Section>> {
     if files.is_empty() {
         bail!("no suite files (*.toml) in {}", dir.display());
     }
+    let texts = files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f)
+                .with_context(|| format!("reading suite {}", f.display()))?;
+            Ok((f.display().to_string(), text))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    load(&texts)
+}
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded_suites.rs"));
+}
+
+/// The suites built into this binary (the crate's `suites/` when it was
+/// built), for an installed afm-test with no checkout beside it.
+pub fn load_embedded() -> Result<Vec<Section>> {
+    let texts: Vec<(String, String)> = embedded::EMBEDDED
+        .iter()
+        .map(|(name, text)| (format!("{name} (built in)"), text.to_string()))
+        .collect();
+    load(&texts)
+}
+
+/// Sections from (name, TOML text) pairs, in order; case ids unique.
+fn load(files: &[(String, String)]) -> Result<Vec<Section>> {
     let mut sections = Vec::new();
     let mut ids = BTreeSet::new();
-    for f in files {
-        let section: Section = crate::toml_input::read(&f, "suite")?;
+    for (f, text) in files {
+        let section: Section = toml::from_str(text).with_context(|| format!("suite {f}"))?;
         let mut section = section;
         for c in &mut section.cases {
             c.path
@@ -166,7 +193,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Section>> {
         }
         for c in &section.cases {
             if !ids.insert(c.id.clone()) {
-                bail!("suite {}: case id '{}' is used twice", f.display(), c.id);
+                bail!("suite {f}: case id '{}' is used twice", c.id);
             }
             if let Some(r) = c
                 .requires
@@ -174,8 +201,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Section>> {
                 .find(|r| !crate::capabilities::is_known(r))
             {
                 bail!(
-                    "suite {}: case '{}' requires unknown capability '{r}' ({})",
-                    f.display(),
+                    "suite {f}: case '{}' requires unknown capability '{r}' ({})",
                     c.id,
                     crate::capabilities::ALL.join(", ")
                 );
@@ -183,7 +209,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Section>> {
             for check in &c.checks {
                 check
                     .validate()
-                    .with_context(|| format!("suite {}: case '{}'", f.display(), c.id))?;
+                    .with_context(|| format!("suite {f}: case '{}'", c.id))?;
             }
         }
         sections.push(section);
@@ -204,5 +230,25 @@ impl Selection {
         case.tier <= self.tier
             && (self.sections.is_empty() || self.sections.contains(&section.section))
             && (self.cases.is_empty() || self.cases.contains(&case.id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(sections: &[Section]) -> Vec<String> {
+        sections
+            .iter()
+            .flat_map(|s| s.cases.iter().map(|c| c.id.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn the_built_in_suites_are_the_crates_suites() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("suites");
+        let on_disk = ids(&load_dir(&dir).unwrap());
+        assert!(on_disk.len() > 100, "{}", on_disk.len());
+        assert_eq!(ids(&load_embedded().unwrap()), on_disk);
     }
 }

@@ -115,7 +115,8 @@ struct RunArgs {
     /// The `seed` of requests that set none (nonces stay unique per run).
     #[arg(long)]
     seed: Option<u64>,
-    /// Suite folder (default: ./suites, else the project's).
+    /// Suite folder (default: ./suites when there is one, else the suites
+    /// built into this binary).
     #[arg(long)]
     suites: Option<PathBuf>,
     /// Treat a capability as present without probing (repeatable).
@@ -167,19 +168,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn suites_dir(given: Option<PathBuf>) -> PathBuf {
-    given.unwrap_or_else(|| {
-        let local = PathBuf::from("suites");
-        if local.is_dir() {
-            local
-        } else {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites")
-        }
-    })
+/// The suites: `--suites DIR`, else `./suites` when there is one, else the
+/// ones built into this binary.
+fn load_suites(given: Option<PathBuf>) -> Result<Vec<suite::Section>> {
+    match given {
+        Some(dir) => suite::load_dir(&dir),
+        None if Path::new("suites").is_dir() => suite::load_dir(Path::new("suites")),
+        None => suite::load_embedded(),
+    }
 }
 
 fn list(tier: Tier, suites: Option<PathBuf>) -> Result<ExitCode> {
-    let sections = suite::load_dir(&suites_dir(suites))?;
+    let sections = load_suites(suites)?;
     let mut n = 0;
     for s in &sections {
         let cases: Vec<_> = s.cases.iter().filter(|c| c.tier <= tier).collect();
@@ -253,7 +253,7 @@ fn run_report(args: &RunArgs) -> Result<Report> {
     let started = Instant::now();
     let started_at = run_info::now();
     html::check_templates()?;
-    let sections = suite::load_dir(&suites_dir(args.suites.clone()))?;
+    let sections = load_suites(args.suites.clone())?;
     let known = match &args.known_failures {
         Some(p) => KnownFailures::read(p)?,
         None => KnownFailures::default(),

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs the steps of the GitHub Actions workflow in docs/ci.md, in order,
+# on this machine, against mlx-lm's server on the bundled model:
+#   1. install afm-test alone (`cargo install --path harness
+#      --no-default-features --locked`, into target/ci-recipe/root);
+#   2. install the server under test (mlx-lm, bench/peers/mlx-lm.sh);
+#   3. run the standard tier through --server;
+#   4. diff against the committed baseline with its known failures;
+#   5. write the job summary and keep the report folder (the artifact).
+# The baseline and known failures are baselines/peers/mlx-lm.{json,known.toml}.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+WORK=target/ci-recipe
+OUT="$WORK/afm-report"
+export GITHUB_STEP_SUMMARY="${GITHUB_STEP_SUMMARY:-$WORK/summary.md}"
+mkdir -p "$WORK"
+step() { printf '\n== %s\n' "$*"; }
+
+step "Install afm-test (harness only, no engine)"
+cargo install --path harness --no-default-features --locked --root "$WORK/root" --quiet
+AFM_TEST="$WORK/root/bin/afm-test"
+
+step "Install the server under test"
+BIN="$(bash bench/peers/mlx-lm.sh)"
+MODEL=.cache/peers/smollm2-f32
+if [ ! -f "$MODEL/model.safetensors" ]; then
+    cargo run -q --release -p afm-engine --bin afm-serve -- convert \
+        --model "$(ls .cache/models/smollm2/*.gguf | head -1)" --out "$MODEL" --dtype f32
+fi
+TEMPLATE=fixtures/templates/chatml-tools.jinja
+
+step "Run the standard tier against the server"
+rm -rf "$OUT"
+rc=0
+"$AFM_TEST" --tier standard --seed 1 \
+    --server "$BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\"" \
+    --model "$MODEL" --known-failures baselines/peers/mlx-lm.known.toml \
+    --out "$OUT" --junit "$OUT/junit.xml" 2>&1 | tee "$WORK/run.log" || rc=$?
+[ "$rc" -le 1 ]
+
+step "Diff against the committed baseline"
+diff_rc=0
+"$AFM_TEST" diff baselines/peers/mlx-lm.json "$OUT/report.json" \
+    --known-failures baselines/peers/mlx-lm.known.toml --html "$OUT/diff.html" \
+    | tee "$OUT/diff.txt" || diff_rc=$?
+
+step "Job summary"
+{
+    echo "## afm-test (standard tier)"
+    echo '```'
+    tail -n 1 "$WORK/run.log"
+    cat "$OUT/diff.txt"
+    echo '```'
+    echo "Full report: the afm-report artifact (report.html, diff.html, junit.xml)."
+} >>"$GITHUB_STEP_SUMMARY"
+cat "$GITHUB_STEP_SUMMARY"
+
+step "Upload the report"
+ls -l "$OUT"
+exit "$diff_rc"
