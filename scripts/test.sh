@@ -3,7 +3,8 @@
 # runs every test of the workspace, then the harness's tests again built
 # without the engine (afm-test as a server's CI installs it), then gates the
 # engine's behaviour on the committed baseline reports, in-process and
-# through a flagless afm-serve (scripts/gate.sh), and afm-test's verdicts
+# through a flagless afm-serve (scripts/gate.sh), a short schemathesis pass
+# with OpenAI's published spec, and afm-test's verdicts
 # on a real peer: the standard tier against mlx-lm's server, diffed with its
 # committed report (bench/peers/afm-test.sh; installs mlx-lm on first use).
 set -euo pipefail
@@ -14,4 +15,10 @@ cargo fmt --all -- --check
 cargo test --workspace
 cargo test -p afm-harness --no-default-features
 bash scripts/gate.sh
+# OpenAI's published spec against a flagless afm-serve, by schemathesis:
+# a short fixed-seed pass, failing on a 5xx, a reply off the spec's schema
+# or a wrong media type (bench/schemathesis/run.sh; the full run is not CI).
+AFM_SERVE=target/debug/afm-serve \
+    SCHEMATHESIS_CHECKS=not_a_server_error,response_schema_conformance,content_type_conformance \
+    bash bench/schemathesis/run.sh --quick
 bash bench/peers/afm-test.sh mlx-lm standard
