@@ -124,14 +124,14 @@ async fn bad_input_gets_its_status_and_an_openai_error_body() {
     let (status, value) = post(
         &client,
         &server.url("/v1/completions"),
-        json!({"max_tokens": 2}).to_string(),
+        json!({"max_tokens": 2, "prompt": {"text": "hi"}}).to_string(),
     )
     .await;
     assert_error(
         status,
         &value,
         StatusCode::BAD_REQUEST,
-        "completion without prompt",
+        "completion with an object as prompt",
     );
     let r = client
         .get(server.url("/v1/nothing-here"))

@@ -30,9 +30,9 @@ pub fn read_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     // Whole numbers written as floats (`"max_tokens": 3.0`) are integers to
     // every integer field; float fields read integers as well.
     for v in fields.values_mut() {
-        if v.is_f64() {
-            if let Some(n) = crate::api::openai::request::whole_number(v) {
-                *v = n.into();
+        if let Some(f) = v.as_f64().filter(|f| v.is_f64() && f.fract() == 0.0) {
+            if f.abs() < 9.2e18 {
+                *v = (f as i64).into();
             }
         }
     }

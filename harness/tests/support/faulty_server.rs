@@ -187,7 +187,10 @@ fn inject_whole(fault: &str, ctx: &Ctx, body: &mut Value) {
             message["content"] = json!("")
         }
         "string_numbers" => {
-            for call in message["tool_calls"].as_array_mut().into_iter().flatten() {
+            // get_mut, not indexing: indexing a message without calls would
+            // add "tool_calls": null, a deviation of its own.
+            let calls = message.get_mut("tool_calls").and_then(Value::as_array_mut);
+            for call in calls.into_iter().flatten() {
                 stringify_arguments(&mut call["function"]["arguments"]);
             }
         }
