@@ -30,10 +30,8 @@ pub fn read_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     // Whole numbers written as floats (`"max_tokens": 3.0`) are integers to
     // every integer field; float fields read integers as well.
     for v in fields.values_mut() {
-        if let Some(f) = v.as_f64().filter(|f| v.is_f64() && f.fract() == 0.0) {
-            if f.abs() < 9.2e18 {
-                *v = (f as i64).into();
-            }
+        if let Some(n) = integral(v).filter(|_| v.is_f64()) {
+            *v = n.into();
         }
     }
     serde_json::from_value(value)
@@ -50,6 +48,16 @@ const NULLABLE_SETTINGS: &[&str] = &[
     "output_config",
     "response_format",
 ];
+
+/// A JSON number that is a whole number (`3` or `3.0`) in i64's range, as
+/// clients that write every number as a float send counts and token ids.
+pub fn integral(v: &Value) -> Option<i64> {
+    v.as_i64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
+            .map(|f| f as i64)
+    })
+}
 
 /// `v[key]` unless it is absent or null.
 pub fn present<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {

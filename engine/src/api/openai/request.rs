@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::api::error::ApiError;
-use crate::api::wire::{present, read_body};
+use crate::api::wire::{integral, present, read_body};
 use crate::runtime::{Constraint, GenerationRequest, Prompt, SamplingParams, ToolChoice, ToolSpec};
 
 /// At most this many stop strings (OpenAI's limit).
@@ -96,7 +96,7 @@ impl CompletionRequest {
         let ids = |v: &[Value]| -> Result<Vec<u32>, ApiError> {
             v.iter()
                 .map(|t| {
-                    whole_number(t)
+                    integral(t)
                         .and_then(|t| u32::try_from(t).ok())
                         .ok_or_else(bad)
                 })
@@ -488,16 +488,6 @@ pub fn output_format(
             format!("unsupported value {other:?} (text, json_object, json_schema)"),
         )),
     }
-}
-
-/// A JSON number that is a whole number (`3` or `3.0`), as clients that
-/// write every number as a float send token ids and counts.
-pub fn whole_number(v: &Value) -> Option<u64> {
-    v.as_u64().or_else(|| {
-        v.as_f64()
-            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15)
-            .map(|f| f as u64)
-    })
 }
 
 fn in_range(param: &str, value: f32, lo: f32, hi: f32) -> Result<(), ApiError> {
