@@ -7,13 +7,14 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio::sync::{Barrier, Semaphore};
 
-use crate::capabilities::Capabilities;
-use crate::dialect::Dialect;
-use crate::filler;
-use crate::reply::Reply;
+use crate::protocol::dialect::Dialect;
+use crate::protocol::exchange::Exchange;
+use crate::protocol::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
+use crate::suite::capabilities::Capabilities;
+use crate::suite::filler;
 use crate::suite::{Case, Mode, Scenario, Section, Selection};
-use crate::target::{Exchange, Outgoing, Target};
+use crate::target::{Outgoing, Target};
 
 /// Settings of one run.
 #[derive(Debug, Clone)]
@@ -172,7 +173,7 @@ const TEMPLATE_ERROR_SIGNS: &[&str] = &[
 
 /// Every case fails when a reply carries a template engine's error text
 /// (in an error body, an error event, or any reply of status >= 400).
-fn template_error_leak(ex: &Exchange) -> Option<crate::checks::Failure> {
+fn template_error_leak(ex: &Exchange) -> Option<crate::suite::checks::Failure> {
     let reply = Reply::of(ex);
     let text = match (&reply.error, ex.status >= 400) {
         (Some(e), _) => e.to_string(),
@@ -183,7 +184,7 @@ fn template_error_leak(ex: &Exchange) -> Option<crate::checks::Failure> {
     TEMPLATE_ERROR_SIGNS
         .iter()
         .any(|sign| lower.contains(sign))
-        .then(|| crate::checks::Failure {
+        .then(|| crate::suite::checks::Failure {
             check: "no_template_error".into(),
             expected: "no chat-template engine error text in any reply".into(),
             actual: format!("{} {}: {}", ex.status, ex.path, clip_text(&text)),
@@ -447,7 +448,7 @@ mod tests {
 
     #[test]
     fn null_and_message_placeholders_become_values() {
-        let call = crate::reply::ToolCall {
+        let call = crate::protocol::reply::ToolCall {
             id: Some("call_1".into()),
             name: "get_weather".into(),
             arguments: "{\"city\": \"Oslo\"}".into(),

@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use afm_harness::checks::Failure;
-use afm_harness::html;
+use afm_harness::report::html;
 use afm_harness::report::{CaseResult, Report, RunInfo, Status};
+use afm_harness::suite::checks::Failure;
 use afm_harness::suite::Tier;
 
 /// Card backgrounds of the report's summary, left to right.

@@ -8,11 +8,11 @@ mod support;
 
 use std::collections::{BTreeSet, HashMap};
 
-use afm_harness::capabilities::{self, Capabilities};
-use afm_harness::diff::{Change, Diff, Options};
-use afm_harness::known_failures::KnownFailures;
+use afm_harness::report::diff::{Change, Diff, Options};
+use afm_harness::report::known_failures::KnownFailures;
 use afm_harness::report::{CaseResult, Report, RunInfo, Status};
 use afm_harness::runner::{self, RunOptions};
+use afm_harness::suite::capabilities::{self, Capabilities};
 use afm_harness::suite::{Section, Selection, Tier};
 use afm_harness::target::Target;
 

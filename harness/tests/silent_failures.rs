@@ -10,9 +10,9 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use afm_harness::capabilities::{Capabilities, State};
 use afm_harness::report::{CaseResult, Report, RunInfo, Status};
 use afm_harness::runner::{self, RunOptions};
+use afm_harness::suite::capabilities::{Capabilities, State};
 use afm_harness::suite::{Section, Selection, Tier};
 use afm_harness::target::Target;
 

@@ -4,13 +4,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::Stream;
 use serde_json::{json, Value};
 
 use crate::api::error::ApiError;
+use crate::api::ids::unix_now;
 use crate::runtime::{Engine, GrammarMode};
 
 /// The served model and the names clients may use for it.
@@ -124,20 +123,4 @@ pub enum ApiResponse {
         events: EventStream,
         grammar: GrammarMode,
     },
-}
-
-pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// A fresh id: `prefix` and a value unique to this process's lifetime.
-pub fn new_id(prefix: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{prefix}{nanos:x}{n:04x}")
 }

@@ -82,7 +82,7 @@ impl ApiError {
             Protocol::Anthropic => json!({
                 "type": "error",
                 "error": {"type": self.anthropic_type(), "message": self.message},
-                "request_id": crate::api::context::new_id("req_"),
+                "request_id": crate::api::ids::new_id("req_"),
             }),
         }
     }
@@ -120,7 +120,7 @@ impl From<EngineError> for ApiError {
             // The template failing on a request that passed every check is
             // the server's bug: the details go to the log, not the client.
             EngineError::Template(m) => {
-                let id = crate::api::context::new_id("req_");
+                let id = crate::api::ids::new_id("req_");
                 tracing::error!(request_id = %id, "chat template failed: {m}");
                 ApiError::new(
                     500,

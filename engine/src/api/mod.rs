@@ -18,6 +18,7 @@ mod anthropic;
 mod context;
 mod error;
 mod http_server;
+mod ids;
 mod metrics;
 pub mod openai;
 mod responses;

@@ -7,6 +7,7 @@ use mlx_rs::fast::rms_norm;
 use mlx_rs::Array;
 
 use super::causal_lm::CausalLm;
+use super::feed_forward::FeedForward;
 use super::forward::{BatchItem, ForwardContext};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
@@ -16,21 +17,6 @@ use super::self_attention::SelfAttention;
 use crate::error::{EngineError, Result};
 use crate::loading::config::ModelConfig;
 use crate::loading::weights::{Embedding, Linear, TensorMap};
-
-/// A layer's feed-forward block.
-pub trait FeedForward {
-    fn forward(&self, ctx: &ForwardContext, x: &Array) -> Result<Array>;
-
-    /// The stored weight arrays (to evaluate them at load).
-    fn stored(&self) -> Vec<Array>;
-
-    /// Whether a row's output is independent of the other rows in the
-    /// batch, given row-blocked matmuls (false for routed experts, whose
-    /// grouping depends on the batch).
-    fn batch_invariant(&self) -> bool {
-        true
-    }
-}
 
 /// One decoder layer as an architecture builds it.
 pub struct DecoderLayer {

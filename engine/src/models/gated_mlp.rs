@@ -4,7 +4,7 @@
 
 use mlx_rs::Array;
 
-use super::decoder::FeedForward;
+use super::feed_forward::FeedForward;
 use super::forward::ForwardContext;
 use crate::error::Result;
 use crate::loading::weights::{FusedLinear, Linear, TensorMap};

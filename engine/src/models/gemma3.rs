@@ -8,7 +8,7 @@ use mlx_rs::fast::rms_norm;
 use mlx_rs::Array;
 
 use super::causal_lm::CausalLm;
-use super::decoder::FeedForward;
+use super::feed_forward::FeedForward;
 use super::forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;

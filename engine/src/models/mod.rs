@@ -6,6 +6,7 @@
 
 mod causal_lm;
 mod decoder;
+mod feed_forward;
 mod forward;
 mod gated_mlp;
 mod gemma3;

@@ -9,7 +9,8 @@ use mlx_rs::ops::{argpartition_axis, expand_dims_axes, gather_mm, softmax_axis, 
 use mlx_rs::Array;
 
 use super::causal_lm::CausalLm;
-use super::decoder::{Decoder, DecoderLayer, FeedForward};
+use super::decoder::{Decoder, DecoderLayer};
+use super::feed_forward::FeedForward;
 use super::forward::ForwardContext;
 use super::gated_mlp::{Activation, GatedMlp};
 use super::qwen3;

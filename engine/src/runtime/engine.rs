@@ -18,13 +18,15 @@ use crate::loading::source::ModelSource;
 use crate::loading::LoadedModel;
 use crate::parsers::{OutputConfig, ToolCallFormat};
 use crate::runtime::config::EngineConfig;
+use crate::runtime::constraint::Constraint;
 use crate::runtime::events::{engine_gone, Completion, EngineEvent, Failure};
-use crate::runtime::grammar::{tool_constraint, Constraint, GrammarMode};
+use crate::runtime::grammar::{tool_constraint, GrammarMode};
 use crate::runtime::model_text::ModelText;
-use crate::runtime::request::{GenerationRequest, Prompt, ToolChoice, ToolSpec};
+use crate::runtime::request::{GenerationRequest, Prompt, ToolChoice};
 use crate::runtime::scheduler::Scheduler;
 use crate::runtime::sequence::{GenerationSettings, NewSequence};
 use crate::runtime::stats::EngineStats;
+use crate::runtime::tool_spec::ToolSpec;
 
 pub(crate) enum Command {
     Submit(Box<NewSequence>),

@@ -16,6 +16,7 @@
 //! ```
 
 mod config;
+mod constraint;
 mod engine;
 mod events;
 mod generate;
@@ -28,17 +29,20 @@ mod scheduler;
 mod sequence;
 mod stats;
 mod stop;
+mod tool_spec;
 
 pub use config::EngineConfig;
+pub use constraint::Constraint;
 pub use engine::{Engine, RequestStream};
 pub use events::{
     Completion, EngineEvent, Failure, FinishReason, TokenLogprob, ToolCallDelta, TopLogprob, Usage,
 };
 pub use generate::{generate, Generation, GenerationParams};
-pub use grammar::{Constraint, GrammarCompiler, GrammarMode, GrammarState, ReasoningPrefix};
+pub use grammar::{GrammarCompiler, GrammarMode, GrammarState, ReasoningPrefix};
 pub use model_text::ModelText;
 pub use prefix_cache::{PrefixCache, PrefixMatch};
-pub use request::{GenerationRequest, Prompt, RequestLimits, ToolChoice, ToolSpec};
+pub use request::{GenerationRequest, Prompt, RequestLimits, ToolChoice};
 pub use sampler::{argmax, logprobs, Sampler, SamplingParams};
 pub use stats::{EngineStats, BATCH_SIZE_BUCKETS};
 pub use stop::{StopMatcher, StopScan};
+pub use tool_spec::ToolSpec;

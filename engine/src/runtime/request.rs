@@ -7,11 +7,12 @@
 //! as text or parts, `tool_calls` with `function.arguments`, `tool` results
 //! with `tool_call_id`), since that is what templates consume.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::error::{EngineError, Result};
-use crate::runtime::grammar::Constraint;
+use crate::runtime::constraint::Constraint;
 use crate::runtime::sampler::SamplingParams;
+use crate::runtime::tool_spec::ToolSpec;
 
 /// The model-given bounds a request is checked against.
 #[derive(Debug, Clone, Copy)]
@@ -36,28 +37,6 @@ pub enum Prompt {
     Text(String),
     /// Token ids as given (a completions `prompt` of ids); plain text out.
     Tokens(Vec<u32>),
-}
-
-/// One offered tool: a function's name, what it is for, its parameters'
-/// JSON Schema, and whether it asked for strict arguments.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: Option<String>,
-    pub parameters: Value,
-    pub strict: bool,
-}
-
-impl ToolSpec {
-    /// As chat templates expect a tool (`{"type": "function", "function":
-    /// {...}}`, the shape HF templates are written against).
-    pub fn template_json(&self) -> Value {
-        let mut f = json!({"name": self.name, "parameters": self.parameters});
-        if let Some(d) = &self.description {
-            f["description"] = d.clone().into();
-        }
-        json!({"type": "function", "function": f})
-    }
 }
 
 /// Whether and which tools may be called.
@@ -184,6 +163,7 @@ impl GenerationRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const LIMITS: RequestLimits = RequestLimits {
         max_logprobs: 20,

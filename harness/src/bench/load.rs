@@ -14,7 +14,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::target::{Exchange, Target};
+use crate::protocol::exchange::Exchange;
+use crate::target::Target;
 
 /// One request as measured.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

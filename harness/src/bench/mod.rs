@@ -14,6 +14,7 @@
 pub mod charts;
 pub mod compare;
 pub mod load;
+pub mod page;
 pub mod report;
 pub mod server_metrics;
 pub mod stats;

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::filler;
+use crate::suite::filler;
 
 /// Sentences of filler in a long prompt (~10 tokens each).
 const LONG_SENTENCES: usize = 80;

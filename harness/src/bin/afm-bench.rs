@@ -10,8 +10,8 @@ use std::time::Instant;
 use afm_harness::bench::report::{BenchReport, BenchRun, LevelResult, Variant};
 use afm_harness::bench::workload::{Prompts, Workload};
 use afm_harness::bench::{compare, load, server_metrics};
+use afm_harness::run_info;
 use afm_harness::target::Target;
-use afm_harness::{html, run_info};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
@@ -259,7 +259,7 @@ fn run(args: RunArgs) -> Result<()> {
     if args.requests == 0 || args.repetitions == 0 {
         bail!("--requests and --repetitions must be at least 1");
     }
-    html::check_templates()?;
+    afm_harness::report::html::check_templates()?;
     let prompts = args.prompts.clone().unwrap_or(match args.scenario {
         Scenario::PrefixCache => Prompts::SharedPrefix,
         _ => Prompts::Short,
@@ -378,7 +378,7 @@ fn run(args: RunArgs) -> Result<()> {
     let json_path = args.out.join("bench.json");
     report.write(&json_path)?;
     let html_path = args.out.join("bench.html");
-    std::fs::write(&html_path, html::render_bench(&report)?)
+    std::fs::write(&html_path, afm_harness::bench::page::render(&report)?)
         .with_context(|| format!("writing {}", html_path.display()))?;
     print!("{}", report.table());
     println!(

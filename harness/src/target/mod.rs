@@ -7,6 +7,7 @@
 
 #[cfg(feature = "engine")]
 mod in_process;
+pub mod server_process;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -17,37 +18,7 @@ use serde_json::Value;
 #[cfg(feature = "engine")]
 pub use in_process::InProcess;
 
-use crate::dialect::Dialect;
-
-/// One request and what came back.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Exchange {
-    pub path: String,
-    pub request: Value,
-    pub status: u16,
-    /// Lower-case names.
-    pub headers: BTreeMap<String, String>,
-    /// The whole JSON body (non-streamed responses and errors).
-    pub body: Value,
-    /// The protocol of the path (how the reply is read).
-    pub dialect: Dialect,
-    /// Chunk objects of a stream (each event's data), in order.
-    pub chunks: Vec<Value>,
-    /// Each chunk's SSE `event:` name ("" when it had none).
-    pub events: Vec<String>,
-    /// When each chunk arrived, in ms after the request was sent.
-    #[serde(skip)]
-    pub chunk_millis: Vec<f64>,
-    /// The stream had a `data: [DONE]` line.
-    pub done_marker: bool,
-    /// Lines of the stream that were not `data: <json>` / `data: [DONE]`
-    /// / `event:` and other SSE fields / blank / comments.
-    pub malformed_lines: Vec<String>,
-    /// The request never completed (connection refused, reset, timeout).
-    pub transport_error: Option<String>,
-    pub streamed: bool,
-    pub millis: f64,
-}
+use crate::protocol::exchange::Exchange;
 
 /// A target of a run.
 #[derive(Clone)]
@@ -217,7 +188,6 @@ impl Target {
             .unwrap_or(false);
         let mut ex = Exchange {
             path: out.path.clone(),
-            dialect: Dialect::of_path(&out.path),
             request: if out.body.is_none() {
                 Value::Null
             } else {

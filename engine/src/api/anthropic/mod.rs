@@ -13,8 +13,9 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Value};
 
-use crate::api::context::{event_stream, new_id, ApiContext, ApiResponse, EventSource, SseEvent};
+use crate::api::context::{event_stream, ApiContext, ApiResponse, EventSource, SseEvent};
 use crate::api::error::{ApiError, Protocol};
+use crate::api::ids::new_id;
 use crate::parsers::ParsedToolCall;
 use crate::runtime::{EngineEvent, FinishReason, RequestStream, Usage};
 

@@ -10,8 +10,9 @@ use std::collections::VecDeque;
 use futures_util::{future::join_all, stream::select_all, Stream, StreamExt};
 use serde_json::{json, Value};
 
-use crate::api::context::{new_id, unix_now, ApiContext, ApiResponse, SseEvent};
+use crate::api::context::{ApiContext, ApiResponse, SseEvent};
 use crate::api::error::{ApiError, Protocol};
+use crate::api::ids::{new_id, unix_now};
 use crate::api::openai::request::{ChatRequest, CompletionRequest, LogprobsField, MAX_CHOICES};
 use crate::parsers::ParsedToolCall;
 use crate::runtime::{

@@ -16,10 +16,9 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Value};
 
-use crate::api::context::{
-    event_stream, new_id, unix_now, ApiContext, ApiResponse, EventSource, SseEvent,
-};
+use crate::api::context::{event_stream, ApiContext, ApiResponse, EventSource, SseEvent};
 use crate::api::error::ApiError;
+use crate::api::ids::{new_id, unix_now};
 use crate::runtime::{EngineEvent, FinishReason, RequestStream, TokenLogprob, Usage};
 
 use request::{ResponsesRequest, PARAM_NAMES};

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use serde::Serialize;
 use similar::TextDiff;
 
-use crate::known_failures::KnownFailures;
+use crate::report::known_failures::KnownFailures;
 use crate::report::{CaseResult, Report, Status};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -18,11 +18,11 @@ use std::sync::OnceLock;
 use jsonschema::Validator;
 use serde_json::{json, Value};
 
-use crate::dialect::Dialect;
-use crate::target::Exchange;
+use crate::protocol::dialect::Dialect;
+use crate::protocol::exchange::Exchange;
 
-const OPENAI: &str = include_str!("../schemas/openai.json");
-const ANTHROPIC: &str = include_str!("../schemas/anthropic.json");
+const OPENAI: &str = include_str!("../../schemas/openai.json");
+const ANTHROPIC: &str = include_str!("../../schemas/anthropic.json");
 
 /// One vendor's document: its operations and their compiled validators,
 /// one per referenced component, built on first use.
@@ -152,11 +152,11 @@ pub fn deviations(ex: &Exchange) -> Vec<String> {
         let at = format!("event {i}");
         let kind = chunk["type"].as_str().unwrap_or_default();
         // Anthropic documents ping events in its streaming guide only.
-        if ex.dialect == Dialect::Anthropic && kind == "ping" {
+        if Dialect::of(ex) == Dialect::Anthropic && kind == "ping" {
             continue;
         }
         let is_error = kind == "error" || chunk.get("error").is_some_and(Value::is_object);
-        if is_error && ex.dialect != Dialect::Responses {
+        if is_error && Dialect::of(ex) != Dialect::Responses {
             out.extend(problems(spec, &error_ref, chunk, &at));
             continue;
         }
@@ -198,7 +198,6 @@ mod tests {
         Exchange {
             path: path.into(),
             status: 200,
-            dialect: Dialect::of_path(path),
             body,
             ..Default::default()
         }

@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::outcome::clip_to;
-use crate::reply::Reply;
-use crate::target::{Auth, Exchange, Outgoing, Target};
+use crate::protocol::exchange::Exchange;
+use crate::protocol::reply::Reply;
+use crate::target::{Auth, Outgoing, Target};
 
 /// Every capability a case may require. `batch_invariance` is not probed
 /// (its cases are the test); it is absent only when the target says so:
@@ -298,7 +299,7 @@ impl Capabilities {
 
         if wanted(&self, "prefix_cache") {
             let long = json!({"messages": [
-                {"role": "system", "content": format!("Preflight {nonce}. {}", crate::filler::sentences(40))},
+                {"role": "system", "content": format!("Preflight {nonce}. {}", crate::suite::filler::sentences(40))},
                 {"role": "user", "content": "Say hello."}], "max_tokens": 2, "temperature": 0});
             let _cold = target.post(CHAT, &long).await;
             let warm = target.post(CHAT, &long).await;

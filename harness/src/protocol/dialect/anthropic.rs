@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::{events_named_by_type, stream_basics, usage, Counts};
 use crate::outcome::{clip, ensure, Outcome};
-use crate::reply::{Reply, ToolCall};
-use crate::target::Exchange;
+use crate::protocol::exchange::Exchange;
+use crate::protocol::reply::{Reply, ToolCall};
 
 pub(super) fn of_body(body: &Value) -> Reply {
     let mut r = Reply::default();

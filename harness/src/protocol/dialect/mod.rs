@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::outcome::Outcome;
-use crate::reply::Reply;
-use crate::target::Exchange;
+use crate::protocol::exchange::Exchange;
+use crate::protocol::reply::Reply;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -31,7 +31,19 @@ pub enum Dialect {
     Responses,
 }
 
+impl Reply {
+    /// The reply of an exchange, read in its protocol.
+    pub fn of(ex: &Exchange) -> Reply {
+        Dialect::of(ex).read(ex)
+    }
+}
+
 impl Dialect {
+    /// The protocol of an exchange, from its path.
+    pub fn of(ex: &Exchange) -> Self {
+        Self::of_path(&ex.path)
+    }
+
     pub fn of_path(path: &str) -> Self {
         if path.starts_with("/v1/messages") {
             Dialect::Anthropic
@@ -211,7 +223,6 @@ mod tests {
     fn stream(path: &str, events: &[Value]) -> Exchange {
         Exchange {
             path: path.into(),
-            dialect: Dialect::of_path(path),
             status: 200,
             streamed: true,
             chunks: events.to_vec(),
@@ -242,8 +253,8 @@ mod tests {
     #[test]
     fn a_messages_stream_is_read_and_checked() {
         let ex = stream("/v1/messages", &messages_events());
-        assert_eq!(ex.dialect.stream_protocol(&ex), Ok(()));
-        let r = ex.dialect.read(&ex);
+        assert_eq!(Dialect::of(&ex).stream_protocol(&ex), Ok(()));
+        let r = Dialect::of(&ex).read(&ex);
         assert_eq!(r.content, "Hi");
         assert_eq!(r.tool_calls[0].arguments, "{\"a\":1}");
         assert_eq!(r.finish_reason.as_deref(), Some("tool_use"));
@@ -256,17 +267,17 @@ mod tests {
         let mut late = messages_events();
         late.swap(3, 4);
         let ex = stream("/v1/messages", &late);
-        assert!(ex.dialect.stream_protocol(&ex).is_err());
+        assert!(Dialect::of(&ex).stream_protocol(&ex).is_err());
         // A text delta inside a tool_use block.
         let mut wrong = messages_events();
         wrong[6]["delta"] = json!({"type": "text_delta", "text": "x"});
         let ex = stream("/v1/messages", &wrong);
-        assert!(ex.dialect.stream_protocol(&ex).is_err());
+        assert!(Dialect::of(&ex).stream_protocol(&ex).is_err());
         // No message_stop.
         let mut cut = messages_events();
         cut.pop();
         let ex = stream("/v1/messages", &cut);
-        assert!(ex.dialect.stream_protocol(&ex).is_err());
+        assert!(Dialect::of(&ex).stream_protocol(&ex).is_err());
     }
 
     fn responses_events() -> Vec<Value> {
@@ -293,8 +304,8 @@ mod tests {
     #[test]
     fn a_responses_stream_is_read_and_checked() {
         let ex = stream("/v1/responses", &responses_events());
-        assert_eq!(ex.dialect.stream_protocol(&ex), Ok(()));
-        let r = ex.dialect.read(&ex);
+        assert_eq!(Dialect::of(&ex).stream_protocol(&ex), Ok(()));
+        let r = Dialect::of(&ex).read(&ex);
         assert_eq!(r.content, "Hello");
         assert_eq!(r.finish_reason.as_deref(), Some("completed"));
         assert_eq!(r.usage_field("total_tokens"), Some(5));
@@ -309,11 +320,11 @@ mod tests {
             e["sequence_number"] = k.into();
         }
         let ex = stream("/v1/responses", &doubled);
-        assert!(ex.dialect.stream_protocol(&ex).is_err());
+        assert!(Dialect::of(&ex).stream_protocol(&ex).is_err());
         // Numbers that do not rise.
         let mut numbers = responses_events();
         numbers[3]["sequence_number"] = 1.into();
         let ex = stream("/v1/responses", &numbers);
-        assert!(ex.dialect.stream_protocol(&ex).is_err());
+        assert!(Dialect::of(&ex).stream_protocol(&ex).is_err());
     }
 }

@@ -10,10 +10,10 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::dialect::Dialect;
 use crate::outcome::{clip, ensure, Outcome};
-use crate::reply::Reply;
-use crate::target::Exchange;
+use crate::protocol::dialect::Dialect;
+use crate::protocol::exchange::Exchange;
+use crate::protocol::reply::Reply;
 
 /// A part of a reply that equality checks compare.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -461,7 +461,7 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
             )
         }
         Check::NoSplitCharacters => {
-            let pieces = ex.dialect.text_deltas(ex);
+            let pieces = Dialect::of(ex).text_deltas(ex);
             let split = pieces
                 .iter()
                 .enumerate()
@@ -484,11 +484,11 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
             let e = &ex.body["error"];
             let shaped =
                 e["message"].as_str().is_some_and(|m| !m.is_empty()) && e["type"].is_string();
-            let protocol = match ex.dialect {
+            let protocol = match Dialect::of(ex) {
                 Dialect::Anthropic => "an Anthropic error body",
                 _ => "an OpenAI error body",
             };
-            let anthropic_ok = ex.dialect != Dialect::Anthropic || ex.body["type"] == "error";
+            let anthropic_ok = Dialect::of(ex) != Dialect::Anthropic || ex.body["type"] == "error";
             ensure(shaped && anthropic_ok, protocol, || {
                 clip(&ex.body.to_string())
             })?;
@@ -544,7 +544,7 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         Check::JsonSchema { schema } => {
             let schema = schema
                 .clone()
-                .or_else(|| ex.dialect.output_schema(&ex.request))
+                .or_else(|| Dialect::of(ex).output_schema(&ex.request))
                 .ok_or(("a schema".into(), "none in the case or request".into()))?;
             let value: Value = serde_json::from_str(r.content.trim())
                 .map_err(|e| ("valid JSON".into(), format!("{e}: {}", clip(&r.content))))?;
@@ -571,7 +571,7 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
             format!("{:?}", r.tool_calls)
         }),
         Check::ToolArgs => {
-            let tools = ex.dialect.tool_schemas(&ex.request);
+            let tools = Dialect::of(ex).tool_schemas(&ex.request);
             for c in &r.tool_calls {
                 let args: Value = serde_json::from_str(&c.arguments).map_err(|e| {
                     (
@@ -711,7 +711,7 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
             }
             Ok(())
         }
-        Check::Sse => ex.dialect.stream_protocol(ex),
+        Check::Sse => Dialect::of(ex).stream_protocol(ex),
         Check::Header { name, equals } => {
             let got = ex.headers.get(&name.to_ascii_lowercase());
             ensure(got == Some(equals), format!("{name}: {equals}"), || {
@@ -742,7 +742,7 @@ fn check_one(check: &Check, ex: &Exchange) -> Outcome {
             })
         }
         Check::Schema => {
-            let found = crate::spec_schemas::deviations(ex);
+            let found = crate::protocol::spec_schemas::deviations(ex);
             ensure(
                 found.is_empty(),
                 "a reply that validates against the published schema",

@@ -2,6 +2,12 @@
 //! with its status, what was expected and seen, and every request sent.
 //! HTML and JUnit are rendered from it; `afm-test diff` compares two.
 
+pub mod diff;
+pub mod html;
+pub mod junit;
+pub mod known_failures;
+pub mod matrix;
+
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -9,11 +15,11 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::capabilities::Capabilities;
-use crate::checks::Failure;
-use crate::reply::Reply;
+use crate::protocol::exchange::Exchange;
+use crate::protocol::reply::Reply;
+use crate::suite::capabilities::Capabilities;
+use crate::suite::checks::Failure;
 use crate::suite::{Case, Tier};
-use crate::target::Exchange;
 
 /// Report format version; readers refuse others.
 pub const FORMAT: &str = "afm-test-report/2";

@@ -1,12 +1,10 @@
-//! The assistant's reply read out of an [`Exchange`], the same for a whole
-//! body and a stream, and for every protocol (each [`crate::dialect`]
+//! The assistant's reply read out of an exchange, the same for a whole
+//! body and a stream, and for every protocol (each [`crate::protocol::dialect`]
 //! reads its own). Checks look at this, so they hold for every mode and
 //! protocol.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::target::Exchange;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
@@ -38,10 +36,6 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub fn of(ex: &Exchange) -> Reply {
-        ex.dialect.read(ex)
-    }
-
     /// The content's longest word (the first of equals): a string the
     /// same greedy request will write again, for stop-sequence cases that
     /// must not depend on what a small model happens to say.

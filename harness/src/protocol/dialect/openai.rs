@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::outcome::{clip, ensure, Outcome};
-use crate::reply::{Reply, ToolCall};
-use crate::target::Exchange;
+use crate::protocol::exchange::Exchange;
+use crate::protocol::reply::{Reply, ToolCall};
 
 pub(super) fn of_body(body: &Value) -> Reply {
     let mut r = Reply {

@@ -2,6 +2,11 @@
 //! [`Section`]s of [`Case`]s. Adding a case is editing TOML; the format is
 //! documented in `suites/README.md`.
 
+pub mod capabilities;
+pub mod checks;
+pub mod filler;
+pub mod profile;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -9,8 +14,8 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::checks::CheckSpec;
-use crate::dialect::Dialect;
+use crate::protocol::dialect::Dialect;
+use crate::suite::checks::CheckSpec;
 use crate::target::Auth;
 
 /// How much of the suites a run covers; each tier includes the ones below.
@@ -198,12 +203,12 @@ fn load(files: &[(String, String)]) -> Result<Vec<Section>> {
             if let Some(r) = c
                 .requires
                 .iter()
-                .find(|r| !crate::capabilities::is_known(r))
+                .find(|r| !crate::suite::capabilities::is_known(r))
             {
                 bail!(
                     "suite {f}: case '{}' requires unknown capability '{r}' ({})",
                     c.id,
-                    crate::capabilities::ALL.join(", ")
+                    crate::suite::capabilities::ALL.join(", ")
                 );
             }
             for check in &c.checks {

@@ -1,22 +1,20 @@
 //! Self-contained HTML pages (tera templates under `reports/`, compiled
-//! into the binary): the run report, the diff of two reports, and the
-//! benchmark page.
+//! into the binary): the run report, the diff of two reports, the matrix
+//! and (for [`crate::bench::page`]) the benchmark page.
 
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 use tera::{Context, Tera};
 
-use crate::bench::charts::{self, Series};
-use crate::bench::report::{BenchReport, LevelResult};
-use crate::diff::{Change, Diff, Entry, GROUPS};
-use crate::matrix::Matrix;
+use crate::report::diff::{Change, Diff, Entry, GROUPS};
+use crate::report::matrix::Matrix;
 use crate::report::Report;
 
-const REPORT: &str = include_str!("../../reports/report.html.tera");
-const DIFF: &str = include_str!("../../reports/diff.html.tera");
-const BENCH: &str = include_str!("../../reports/bench.html.tera");
-const MATRIX: &str = include_str!("../../reports/matrix.html.tera");
+const REPORT: &str = include_str!("../../../reports/report.html.tera");
+const DIFF: &str = include_str!("../../../reports/diff.html.tera");
+const BENCH: &str = include_str!("../../../reports/bench.html.tera");
+const MATRIX: &str = include_str!("../../../reports/matrix.html.tera");
 
 /// One line of an expected-vs-actual diff.
 #[derive(Serialize)]
@@ -33,7 +31,8 @@ struct FailureView {
     diff: Vec<Line>,
 }
 
-fn tera() -> Result<Tera> {
+/// Every page's template, compiled.
+pub(crate) fn tera() -> Result<Tera> {
     let mut t = Tera::new();
     t.autoescape_on([".html"]);
     t.add_raw_template("report.html", REPORT)
@@ -132,61 +131,4 @@ pub fn render_matrix(matrix: &Matrix) -> Result<String> {
     tera()?
         .render("matrix.html", &ctx)
         .context("rendering the HTML matrix")
-}
-
-type LevelFigure = fn(&LevelResult) -> Option<f64>;
-
-/// The benchmark page's charts: title, unit, figure.
-const BENCH_CHARTS: [(&str, &str, LevelFigure); 6] = [
-    ("Output tokens/s", "tokens/s", |l| {
-        Some(l.output_tokens_per_s)
-    }),
-    ("Total tokens/s", "tokens/s", |l| Some(l.total_tokens_per_s)),
-    ("Time to first token, p50", "ms", |l| l.ttft.map(|d| d.p50)),
-    ("Inter-token latency, p50", "ms", |l| l.itl.map(|d| d.p50)),
-    ("End-to-end latency, p50", "ms", |l| l.e2e.map(|d| d.p50)),
-    ("End-to-end latency, p99", "ms", |l| l.e2e.map(|d| d.p99)),
-];
-
-pub fn render_bench(report: &BenchReport) -> Result<String> {
-    let svgs: Vec<String> = BENCH_CHARTS
-        .iter()
-        .map(|(title, unit, figure)| {
-            let series: Vec<Series> = report
-                .variants
-                .iter()
-                .map(|v| Series {
-                    name: v.name.clone(),
-                    points: v
-                        .levels
-                        .iter()
-                        .filter_map(|l| figure(l).map(|y| (l.concurrency as f64, y)))
-                        .collect(),
-                })
-                .collect();
-            charts::line_chart(title, unit, &series)
-        })
-        .collect();
-    // Server counters as cells ("-" when the server has no such counter).
-    let server: Vec<Vec<[String; 2]>> = report
-        .variants
-        .iter()
-        .map(|v| {
-            v.levels
-                .iter()
-                .map(|l| {
-                    let s = l.server.clone().unwrap_or_default();
-                    let cell = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
-                    [cell(s.prefill_computed_tokens), cell(s.cache_hits)]
-                })
-                .collect()
-        })
-        .collect();
-    let mut ctx = Context::new();
-    ctx.insert("report", report);
-    ctx.insert("charts", &svgs);
-    ctx.insert("server", &server);
-    tera()?
-        .render("bench.html", &ctx)
-        .context("rendering the benchmark page")
 }

@@ -1,0 +1,65 @@
+//! The benchmark's HTML page: its charts and tables, from the run report.
+
+use anyhow::{Context as _, Result};
+use tera::Context;
+
+use super::charts::{self, Series};
+use super::report::{BenchReport, LevelResult};
+use crate::report::html::tera;
+
+type LevelFigure = fn(&LevelResult) -> Option<f64>;
+
+/// The benchmark page's charts: title, unit, figure.
+const BENCH_CHARTS: [(&str, &str, LevelFigure); 6] = [
+    ("Output tokens/s", "tokens/s", |l| {
+        Some(l.output_tokens_per_s)
+    }),
+    ("Total tokens/s", "tokens/s", |l| Some(l.total_tokens_per_s)),
+    ("Time to first token, p50", "ms", |l| l.ttft.map(|d| d.p50)),
+    ("Inter-token latency, p50", "ms", |l| l.itl.map(|d| d.p50)),
+    ("End-to-end latency, p50", "ms", |l| l.e2e.map(|d| d.p50)),
+    ("End-to-end latency, p99", "ms", |l| l.e2e.map(|d| d.p99)),
+];
+
+pub fn render(report: &BenchReport) -> Result<String> {
+    let svgs: Vec<String> = BENCH_CHARTS
+        .iter()
+        .map(|(title, unit, figure)| {
+            let series: Vec<Series> = report
+                .variants
+                .iter()
+                .map(|v| Series {
+                    name: v.name.clone(),
+                    points: v
+                        .levels
+                        .iter()
+                        .filter_map(|l| figure(l).map(|y| (l.concurrency as f64, y)))
+                        .collect(),
+                })
+                .collect();
+            charts::line_chart(title, unit, &series)
+        })
+        .collect();
+    // Server counters as cells ("-" when the server has no such counter).
+    let server: Vec<Vec<[String; 2]>> = report
+        .variants
+        .iter()
+        .map(|v| {
+            v.levels
+                .iter()
+                .map(|l| {
+                    let s = l.server.clone().unwrap_or_default();
+                    let cell = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
+                    [cell(s.prefill_computed_tokens), cell(s.cache_hits)]
+                })
+                .collect()
+        })
+        .collect();
+    let mut ctx = Context::new();
+    ctx.insert("report", report);
+    ctx.insert("charts", &svgs);
+    ctx.insert("server", &server);
+    tera()?
+        .render("bench.html", &ctx)
+        .context("rendering the benchmark page")
+}

@@ -1,0 +1,36 @@
+//! One request and what came back, as every target hands it over: the
+//! data checks, dialects and benchmarks read. It knows nothing of the
+//! protocol; [`super::dialect::Dialect::of`] tells that from the path.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// One request and what came back.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Exchange {
+    pub path: String,
+    pub request: Value,
+    pub status: u16,
+    /// Lower-case names.
+    pub headers: BTreeMap<String, String>,
+    /// The whole JSON body (non-streamed responses and errors).
+    pub body: Value,
+    /// Chunk objects of a stream (each event's data), in order.
+    pub chunks: Vec<Value>,
+    /// Each chunk's SSE `event:` name ("" when it had none).
+    pub events: Vec<String>,
+    /// When each chunk arrived, in ms after the request was sent.
+    #[serde(skip)]
+    pub chunk_millis: Vec<f64>,
+    /// The stream had a `data: [DONE]` line.
+    pub done_marker: bool,
+    /// Lines of the stream that were not `data: <json>` / `data: [DONE]`
+    /// / `event:` and other SSE fields / blank / comments.
+    pub malformed_lines: Vec<String>,
+    /// The request never completed (connection refused, reset, timeout).
+    pub transport_error: Option<String>,
+    pub streamed: bool,
+    pub millis: f64,
+}

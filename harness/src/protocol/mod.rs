@@ -1,0 +1,8 @@
+//! How servers speak: the [`exchange`] a target hands back, one
+//! [`dialect`] per wire protocol that reads it into a [`reply`], and the
+//! vendors' published reply schemas ([`spec_schemas`]).
+
+pub mod dialect;
+pub mod exchange;
+pub mod reply;
+pub mod spec_schemas;
