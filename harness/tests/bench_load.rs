@@ -1,60 +1,92 @@
 //! afm-bench's measurements end to end: requests to the in-process engine
-//! are timed from their chunks and counted from the engine's usage, the
-//! engine's counters come through `/metrics`, and requests that fail are
-//! errors with no latency and no tokens, never fast requests.
+//! are timed from their events and counted from the engine's usage, the
+//! engine's counters come through `/metrics`, a multi-turn run's cached
+//! tokens match the history the client sent before, every protocol is
+//! loaded, and requests that fail are errors with no latency and no
+//! tokens, never fast requests.
 
 use std::sync::Arc;
 
 use afm_engine::api::ApiContext;
 use afm_engine::{Engine, EngineConfig};
-use afm_harness::bench::load;
+use afm_harness::bench::arrivals::{Bound, Shape};
+use afm_harness::bench::dataset::builtin::{Prompts, Workload};
+use afm_harness::bench::dataset::{Dataset, Source};
+use afm_harness::bench::goodput::Slo;
+use afm_harness::bench::load::Player;
 use afm_harness::bench::report::LevelResult;
+use afm_harness::bench::request::{Endpoint, RequestSettings};
 use afm_harness::bench::server_metrics;
-use afm_harness::bench::workload::{Prompts, Workload};
 use afm_harness::target::Target;
-use serde_json::{json, Value};
+use serde_json::json;
 
-fn requests(n: usize, salt: &str) -> Vec<Value> {
-    Workload::new(Prompts::Short)
-        .unwrap()
-        .messages(n, salt)
-        .into_iter()
-        .map(|m| {
-            json!({
-                "model": "smollm2", "messages": m, "max_tokens": 8, "temperature": 0.0,
-                "stream": true, "stream_options": {"include_usage": true}
-            })
-        })
-        .collect()
+fn player(target: &Target, endpoint: Endpoint, turns: usize) -> Arc<Player> {
+    Arc::new(Player {
+        target: target.clone(),
+        dataset: Arc::new(Dataset {
+            source: Source::Builtin(Workload::new(Prompts::Short).unwrap()),
+            turns,
+            output_len: None,
+            range_ratio: 0.0,
+            seed: 0,
+        }),
+        settings: RequestSettings {
+            endpoint,
+            model: "smollm2".into(),
+            temperature: 0.0,
+            ignore_eos: false,
+            extra: json!({}),
+        },
+        max_tokens: 8,
+        verify: true,
+        schema_share: 0.0,
+        think_s: 0.0,
+        seed: 0,
+    })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn engine_requests_are_timed_counted_and_seen_in_its_counters() {
+fn requests(n: usize) -> Bound {
+    Bound {
+        requests: Some(n),
+        duration_s: None,
+    }
+}
+
+fn engine(prefix_caching: bool) -> Target {
     let engine = Engine::start(
         "smollm2",
         EngineConfig {
-            prefix_caching: true,
+            prefix_caching,
             concurrent: 4,
             ..Default::default()
         },
     )
     .expect("run scripts/setup.sh first");
-    let target = Target::in_process(Arc::new(ApiContext::new(engine, "smollm2")), None);
+    Target::in_process(Arc::new(ApiContext::new(engine, "smollm2")), None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_requests_are_timed_counted_checked_and_seen_in_its_counters() {
+    let target = engine(true);
     let before = server_metrics::scrape(&target)
         .await
         .expect("in-process /metrics");
-    let run = load::run(&target, requests(4, "bench-test"), 2).await;
+    let p = player(&target, Endpoint::Chat, 1);
+    let run = p
+        .play(Shape::Closed { concurrency: 2 }, requests(4), "bench-test")
+        .await;
     let after = server_metrics::scrape(&target).await.unwrap();
 
     assert_eq!(run.samples.len(), 4);
     for s in &run.samples {
-        assert!(s.ok(), "{:?}", s.error);
+        assert!(s.correct(), "{:?} {:?}", s.error, s.failed_checks);
         assert!(s.usage_reported);
         assert!(s.output_tokens >= 1 && s.output_tokens <= 8);
         assert!(s.prompt_tokens > 10);
         let ttft = s.ttft_ms.unwrap();
         assert!(ttft > 0.0 && ttft <= s.e2e_ms);
-        assert_eq!(s.itl_ms.len() as u64 + 1, s.output_tokens);
+        assert_eq!(s.token_ms.len() as u64, s.output_tokens);
+        assert!(s.marker.is_some());
     }
     let server = server_metrics::delta(&before, &after);
     let computed = server.prefill_computed_tokens.expect("afm counter");
@@ -62,9 +94,59 @@ async fn engine_requests_are_timed_counted_and_seen_in_its_counters() {
     let cached: u64 = run.samples.iter().filter_map(|s| s.cached_tokens).sum();
     assert_eq!(computed as u64 + cached, prompt);
 
-    let level = LevelResult::of(2, &[run], Some(server));
-    assert_eq!((level.requests, level.errors), (4, 0));
+    let shape = Shape::Closed { concurrency: 2 };
+    let level = LevelResult::of(shape, &[run], Some(server), &Slo::default(), &[50.0]);
+    assert_eq!((level.requests, level.errors, level.corrupted), (4, 0, 0));
     assert!(level.output_tokens_per_s > 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_turn_run_is_served_its_history_from_the_prefix_cache() {
+    let target = engine(true);
+    let p = player(&target, Endpoint::Chat, 3);
+    let run = p
+        .play(Shape::Closed { concurrency: 2 }, requests(6), "turns")
+        .await;
+    assert_eq!(run.samples.len(), 6);
+    let shape = Shape::Closed { concurrency: 2 };
+    let level = LevelResult::of(shape, &[run], None, &Slo::default(), &[]);
+    assert_eq!((level.errors, level.corrupted), (0, 0));
+    let cache = level
+        .cache
+        .expect("later turns expect their history cached");
+    assert_eq!(cache.requests, 4, "turns 2 and 3 of two conversations");
+    let reported = cache.reported_tokens.expect("cached_tokens reported");
+    assert!(
+        reported as f64 >= 0.9 * cache.expected_tokens as f64,
+        "{reported} cached of {} expected",
+        cache.expected_tokens
+    );
+    assert_eq!(cache.requests_at_90, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_responses_and_completions_are_loaded_in_their_own_protocols() {
+    let target = engine(false);
+    for endpoint in [
+        Endpoint::Messages,
+        Endpoint::Responses,
+        Endpoint::Completions,
+    ] {
+        let p = player(&target, endpoint, 1);
+        let run = p
+            .play(Shape::Closed { concurrency: 2 }, requests(2), "protocols")
+            .await;
+        for s in &run.samples {
+            assert!(
+                s.correct(),
+                "{endpoint:?}: {:?} {:?}",
+                s.error,
+                s.failed_checks
+            );
+            assert!(s.usage_reported && s.prompt_tokens > 5, "{endpoint:?}");
+            assert!(s.ttft_ms.is_some() && s.ttfa_ms.is_some(), "{endpoint:?}");
+        }
+    }
 }
 
 #[tokio::test]
@@ -77,10 +159,13 @@ async fn a_server_that_is_not_there_gives_errors_not_speed() {
         .port();
     let target = Target::http(&format!("http://127.0.0.1:{port}"), None);
     assert!(server_metrics::scrape(&target).await.is_none());
-    let run = load::run(&target, requests(6, "absent"), 3).await;
+    let run = player(&target, Endpoint::Chat, 1)
+        .play(Shape::Closed { concurrency: 3 }, requests(6), "absent")
+        .await;
     assert_eq!(run.samples.len(), 6);
     assert!(run.samples.iter().all(|s| s.error.is_some()));
-    let level = LevelResult::of(3, &[run], None);
+    let shape = Shape::Closed { concurrency: 3 };
+    let level = LevelResult::of(shape, &[run], None, &Slo::default(), &[]);
     assert_eq!((level.requests, level.errors), (6, 6));
     assert_eq!((level.ttft, level.e2e, level.itl), (None, None, None));
     assert_eq!(level.output_tokens_per_s, 0.0);

@@ -1,4 +1,5 @@
-//! Inline SVG line charts for the HTML page: a metric against concurrency
+//! Inline SVG line charts for the HTML page: a metric against the load
+//! (concurrency or request rate)
 //! (log2 axis, since levels double), one line per variant or report.
 
 use std::fmt::Write as _;
@@ -13,14 +14,14 @@ const COLORS: [&str; 6] = [
     "#1f6feb", "#d1495b", "#2a9d8f", "#e9a23b", "#7b4fc9", "#56606b",
 ];
 
-/// A named line of (concurrency, value) points.
+/// A named line of (load, value) points.
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
 }
 
 /// A chart of `series`; None-valued points must be left out by the caller.
-pub fn line_chart(title: &str, unit: &str, series: &[Series]) -> String {
+pub fn line_chart(title: &str, unit: &str, axis: &str, series: &[Series]) -> String {
     let xs: Vec<f64> = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
@@ -82,9 +83,10 @@ pub fn line_chart(title: &str, unit: &str, series: &[Series]) -> String {
     }
     let _ = write!(
         svg,
-        r#"<text x="{}" y="{}" font-size="11" text-anchor="middle">concurrency</text><text x="12" y="{}" font-size="11" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
+        r#"<text x="{}" y="{}" font-size="11" text-anchor="middle">{}</text><text x="12" y="{}" font-size="11" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
         (LEFT + W - RIGHT) / 2.0,
         H - 8.0,
+        escape(axis),
         (TOP + H - BOTTOM) / 2.0,
         (TOP + H - BOTTOM) / 2.0,
         escape(unit)
@@ -166,6 +168,7 @@ mod tests {
         let svg = line_chart(
             "output tokens/s",
             "tok/s",
+            "concurrency",
             &[
                 Series {
                     name: "a <b>".into(),

@@ -9,18 +9,23 @@ use super::report::{BenchReport, LevelResult, Variant};
 type Getter = fn(&LevelResult) -> Option<f64>;
 
 /// Metric, whether higher is better, and how to read it.
-const METRICS: [(&str, bool, Getter); 11] = [
+const METRICS: [(&str, bool, Getter); 14] = [
     ("output tok/s", true, |l| Some(l.output_tokens_per_s)),
     ("total tok/s", true, |l| Some(l.total_tokens_per_s)),
     ("requests/s", true, |l| Some(l.requests_per_s)),
-    ("TTFT p50 ms", false, |l| l.ttft.map(|d| d.p50)),
-    ("TTFT p99 ms", false, |l| l.ttft.map(|d| d.p99)),
-    ("TPOT p50 ms", false, |l| l.tpot.map(|d| d.p50)),
-    ("ITL p50 ms", false, |l| l.itl.map(|d| d.p50)),
-    ("ITL p99 ms", false, |l| l.itl.map(|d| d.p99)),
-    ("E2E p50 ms", false, |l| l.e2e.map(|d| d.p50)),
-    ("E2E p99 ms", false, |l| l.e2e.map(|d| d.p99)),
+    ("TTFT p50 ms", false, |l| l.ttft.as_ref().map(|d| d.p50)),
+    ("TTFT p99 ms", false, |l| l.ttft.as_ref().map(|d| d.p99)),
+    ("TPOT p50 ms", false, |l| l.tpot.as_ref().map(|d| d.p50)),
+    ("ITL p50 ms", false, |l| l.itl.as_ref().map(|d| d.p50)),
+    ("ITL p99 ms", false, |l| l.itl.as_ref().map(|d| d.p99)),
+    ("E2E p50 ms", false, |l| l.e2e.as_ref().map(|d| d.p50)),
+    ("E2E p99 ms", false, |l| l.e2e.as_ref().map(|d| d.p99)),
+    ("TTFA p50 ms", false, |l| l.ttfa.as_ref().map(|d| d.p50)),
     ("errors", false, |l| Some(l.errors as f64)),
+    ("corrupted", false, |l| Some(l.corrupted as f64)),
+    ("correct good/s", true, |l| {
+        l.goodput.map(|g| g.correct_good_per_s)
+    }),
 ];
 
 /// Changes smaller than this fraction are called even.
@@ -75,10 +80,10 @@ pub fn text(a: &BenchReport, b: &BenchReport) -> String {
             format!("{} vs {}", va.name, vb.name)
         };
         for la in &va.levels {
-            let Some(lb) = vb.levels.iter().find(|l| l.concurrency == la.concurrency) else {
+            let Some(lb) = vb.levels.iter().find(|l| l.label == la.label) else {
                 continue;
             };
-            let _ = writeln!(out, "\n{title}, concurrency {}", la.concurrency);
+            let _ = writeln!(out, "\n{title}, {}", la.label);
             let _ = writeln!(
                 out,
                 "  {:<14} {:>11} {:>11} {:>8}",
@@ -118,6 +123,7 @@ pub fn text(a: &BenchReport, b: &BenchReport) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::arrivals::Shape;
     use super::super::report::{BenchRun, LevelResult, Variant};
     use super::super::stats::Dist;
     use super::*;
@@ -130,25 +136,21 @@ mod tests {
             p90: ttft,
             p99: ttft,
             max: ttft,
+            at: vec![],
         };
+        let shape = Shape::Closed { concurrency: c };
         LevelResult {
-            concurrency: c,
+            shape,
+            label: shape.label(),
+            x: c as f64,
             requests: 4,
-            errors: 0,
-            error_examples: vec![],
-            ttft: Some(d),
-            tpot: None,
-            itl: None,
+            ttft: Some(d.clone()),
             e2e: Some(d),
             output_tokens_per_s: tok_s,
             total_tokens_per_s: tok_s,
             requests_per_s: 1.0,
             output_tokens_per_s_runs: vec![tok_s],
-            prompt_tokens: 0,
-            output_tokens: 0,
-            cached_tokens: None,
-            tokens_estimated: false,
-            server: None,
+            ..Default::default()
         }
     }
 
@@ -159,6 +161,7 @@ mod tests {
                 name: name.into(),
                 server_flags: vec![],
                 levels,
+                search: None,
             }],
         )
     }

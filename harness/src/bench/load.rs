@@ -1,253 +1,279 @@
-//! Plays requests against a target at a fixed concurrency and times each
-//! one chunk by chunk.
-//!
-//! Closed loop: `concurrency` workers take the next request as soon as
-//! their previous one ended, so the target always has that many in
-//! flight. Every request streams (with `stream_options.include_usage`), so
-//! the first token and the gaps between tokens are seen as a client sees
-//! them.
+//! Plays a level: conversations sent in a closed loop (N users) or an
+//! open loop (arrivals on a schedule, at most `max_concurrency` in
+//! flight), every request streamed, timed event by event, and its reply
+//! checked. A conversation's turns go one after another, each reply
+//! appended to the history (after an optional think time).
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
 
-use crate::protocol::exchange::Exchange;
+use super::arrivals::{self, Bound, Shape};
+use super::dataset::{Conversation, Dataset};
+use super::request::{self, RequestSettings};
+use super::sample::Sample;
+use super::verify::{self, Markers};
+use crate::protocol::reply::Reply;
 use crate::target::Target;
 
-/// One request as measured.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Sample {
-    /// Why the request counts as failed (transport, status, error chunk,
-    /// no output, unterminated stream); None when it succeeded.
-    pub error: Option<String>,
-    /// Time to the first chunk carrying output.
-    pub ttft_ms: Option<f64>,
-    pub e2e_ms: f64,
-    /// Gaps between consecutive output-carrying chunks.
-    pub itl_ms: Vec<f64>,
-    pub prompt_tokens: u64,
-    pub output_tokens: u64,
-    /// From `usage.prompt_tokens_details.cached_tokens`, when reported.
-    pub cached_tokens: Option<u64>,
-    /// Token counts came from the server's usage, not from counting chunks.
-    pub usage_reported: bool,
+/// What a run sends and how it checks the replies.
+pub struct Player {
+    pub target: Target,
+    pub dataset: Arc<Dataset>,
+    pub settings: RequestSettings,
+    /// `max_tokens` when the dataset sets none.
+    pub max_tokens: u32,
+    /// Checks and isolation markers on.
+    pub verify: bool,
+    /// Share of requests asking for a strict JSON schema.
+    pub schema_share: f64,
+    /// Seconds between a reply and the conversation's next turn.
+    pub think_s: f64,
+    pub seed: u64,
 }
 
-impl Sample {
-    pub fn ok(&self) -> bool {
-        self.error.is_none()
-    }
-
-    /// Time per output token after the first.
-    pub fn tpot_ms(&self) -> Option<f64> {
-        match (self.ttft_ms, self.output_tokens) {
-            (Some(ttft), n) if n > 1 => Some((self.e2e_ms - ttft) / (n - 1) as f64),
-            _ => None,
-        }
-    }
-
-    /// Reads an exchange as a benchmark sample.
-    pub fn of(ex: &Exchange) -> Sample {
-        let mut s = Sample {
-            e2e_ms: ex.millis,
-            ..Default::default()
-        };
-        let mut output_chunks = 0u64;
-        let mut last_output_at: Option<f64> = None;
-        for (chunk, &at) in ex.chunks.iter().zip(&ex.chunk_millis) {
-            if let Some(e) = chunk.get("error") {
-                s.error.get_or_insert_with(|| format!("error chunk: {e}"));
-            }
-            if carries_output(chunk) {
-                output_chunks += 1;
-                match last_output_at {
-                    None => s.ttft_ms = Some(at),
-                    Some(prev) => s.itl_ms.push(at - prev),
-                }
-                last_output_at = Some(at);
-            }
-            if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-                s.usage_reported = true;
-                s.prompt_tokens = u["prompt_tokens"].as_u64().unwrap_or(0);
-                s.output_tokens = u["completion_tokens"].as_u64().unwrap_or(0);
-                s.cached_tokens = u["prompt_tokens_details"]["cached_tokens"].as_u64();
-            }
-        }
-        if !s.usage_reported {
-            s.output_tokens = output_chunks;
-        }
-        let failure = if let Some(t) = &ex.transport_error {
-            Some(format!("transport: {t}"))
-        } else if ex.status != 200 {
-            Some(format!("HTTP {}: {}", ex.status, short(&ex.body)))
-        } else if s.error.is_some() {
-            None
-        } else if !ex.done_marker {
-            Some("the stream ended without [DONE]".into())
-        } else if output_chunks == 0 {
-            Some("no output".into())
-        } else {
-            None
-        };
-        if failure.is_some() {
-            s.error = failure;
-        }
-        s
-    }
-}
-
-/// A chunk with generated text, reasoning or tool-call pieces in it.
-fn carries_output(chunk: &Value) -> bool {
-    let Some(choice) = chunk["choices"].get(0) else {
-        return false;
-    };
-    let non_empty = |v: &Value| v.as_str().is_some_and(|s| !s.is_empty());
-    let delta = &choice["delta"];
-    non_empty(&choice["text"])
-        || non_empty(&delta["content"])
-        || non_empty(&delta["reasoning_content"])
-        || non_empty(&delta["reasoning"])
-        || delta["tool_calls"]
-            .as_array()
-            .is_some_and(|a| !a.is_empty())
-}
-
-fn short(v: &Value) -> String {
-    let text = v["error"]["message"]
-        .as_str()
-        .map(str::to_string)
-        .unwrap_or_else(|| v.to_string());
-    text.chars().take(160).collect()
-}
-
-/// What one pass over a level's requests gave.
-#[derive(Debug, Clone)]
+/// What one pass over a level gave.
+#[derive(Debug, Clone, Default)]
 pub struct LevelRun {
     pub samples: Vec<Sample>,
+    /// The request bodies, in the samples' order (for replays).
+    pub bodies: Vec<Value>,
+    /// From the level's start to its last reply.
     pub wall_s: f64,
+    /// From the level's start to the last request's sending: the steady
+    /// part, before the drain tail where fewer requests are in flight.
+    pub steady_s: f64,
 }
 
-/// Sends every request (chat completion bodies, streamed) with
-/// `concurrency` in flight, and waits for all.
-pub async fn run(target: &Target, requests: Vec<Value>, concurrency: usize) -> LevelRun {
-    let requests = Arc::new(requests);
-    let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let mut workers = Vec::new();
-    for _ in 0..concurrency.max(1) {
-        let (target, requests, next) = (target.clone(), requests.clone(), next.clone());
-        workers.push(tokio::spawn(async move {
-            let mut mine = Vec::new();
-            loop {
-                let k = next.fetch_add(1, Ordering::SeqCst);
-                let Some(req) = requests.get(k) else { break };
-                let ex = target.post("/v1/chat/completions", req).await;
-                mine.push((k, Sample::of(&ex)));
+struct Shared {
+    start: Instant,
+    bound: Bound,
+    salt: String,
+    /// Requests sent so far (the bound's count).
+    sent: AtomicUsize,
+    next_conversation: AtomicUsize,
+    /// Prefix keys of completed requests.
+    cached: Mutex<HashSet<String>>,
+    /// The last sending, in ms after the start.
+    last_sent_ms: Mutex<f64>,
+    slots: Option<Semaphore>,
+    /// Markers of the requests sent so far: the only ones a reply could
+    /// hold by cross-talk.
+    markers: Mutex<Markers>,
+    out: Mutex<Vec<(Sample, Value)>>,
+}
+
+impl Player {
+    /// Plays a level of `shape`, bounded by `bound`, its prompts salted
+    /// with `salt`.
+    pub async fn play(self: &Arc<Self>, shape: Shape, bound: Bound, salt: &str) -> LevelRun {
+        let slots = match shape {
+            Shape::Open {
+                max_concurrency: Some(c),
+                ..
+            } => Some(Semaphore::new(c.max(1))),
+            _ => None,
+        };
+        let shared = Arc::new(Shared {
+            start: Instant::now(),
+            bound,
+            salt: salt.to_string(),
+            sent: AtomicUsize::new(0),
+            next_conversation: AtomicUsize::new(0),
+            cached: Mutex::new(HashSet::new()),
+            last_sent_ms: Mutex::new(0.0),
+            slots,
+            markers: Mutex::new(Markers::new([])),
+            out: Mutex::new(Vec::new()),
+        });
+        let mut tasks = Vec::new();
+        match shape {
+            Shape::Closed { concurrency } => {
+                for _ in 0..concurrency.max(1) {
+                    let (me, shared) = (self.clone(), shared.clone());
+                    tasks.push(tokio::spawn(async move {
+                        loop {
+                            if !shared
+                                .bound
+                                .allows(shared.sent.load(Ordering::SeqCst), elapsed(&shared))
+                            {
+                                break;
+                            }
+                            let i = shared.next_conversation.fetch_add(1, Ordering::SeqCst);
+                            me.converse(&shared, i, None).await;
+                        }
+                    }));
+                }
             }
-            mine
-        }));
-    }
-    let mut samples: Vec<(usize, Sample)> = Vec::new();
-    for w in workers {
-        match w.await {
-            Ok(mine) => samples.extend(mine),
-            Err(e) => samples.push((
-                usize::MAX,
-                Sample {
-                    error: Some(format!("worker failed: {e}")),
-                    ..Default::default()
-                },
-            )),
+            Shape::Open {
+                rate,
+                burstiness,
+                ramp,
+                ..
+            } => {
+                let turns = self.dataset.turns.max(1);
+                let conversations = Bound {
+                    requests: bound.requests.map(|n| n.div_ceil(turns)),
+                    duration_s: bound.duration_s,
+                };
+                let times = self.dataset.arrivals().unwrap_or_else(|| {
+                    arrivals::schedule(rate, burstiness, ramp, conversations, self.seed)
+                });
+                for (i, at) in times.into_iter().enumerate() {
+                    if !conversations.allows(i, at) {
+                        break;
+                    }
+                    let due = shared.start + Duration::from_secs_f64(at);
+                    tokio::time::sleep_until(due.into()).await;
+                    let (me, shared) = (self.clone(), shared.clone());
+                    tasks.push(tokio::spawn(async move {
+                        me.converse(&shared, i, Some(at * 1000.0)).await;
+                    }));
+                }
+            }
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        let wall_s = elapsed(&shared);
+        let steady_s = *shared.last_sent_ms.lock().expect("a lock") / 1000.0;
+        let mut out = std::mem::take(&mut *shared.out.lock().expect("a lock"));
+        out.sort_by_key(|(s, _)| (s.conversation, s.turn));
+        let (samples, bodies) = out.into_iter().unzip();
+        LevelRun {
+            samples,
+            bodies,
+            wall_s,
+            steady_s: if steady_s > 0.0 { steady_s } else { wall_s },
         }
     }
-    samples.sort_by_key(|(k, _)| *k);
-    LevelRun {
-        samples: samples.into_iter().map(|(_, s)| s).collect(),
-        wall_s: start.elapsed().as_secs_f64(),
+
+    /// Plays conversation `i`; the first turn is due at `due_ms` (open
+    /// loop) or now.
+    async fn converse(&self, shared: &Shared, i: usize, due_ms: Option<f64>) {
+        let c: Conversation = self.dataset.conversation(i, &shared.salt);
+        let mut history = c.history.clone();
+        let mut previous_prompt: Option<u64> = None;
+        let mut due = due_ms.unwrap_or_else(|| elapsed(shared) * 1000.0);
+        let max_tokens = c.max_tokens.unwrap_or(self.max_tokens);
+        for (t, turn) in c.turns.iter().enumerate() {
+            if t > 0 {
+                if self.think_s > 0.0 {
+                    tokio::time::sleep(Duration::from_secs_f64(self.think_s)).await;
+                }
+                due = elapsed(shared) * 1000.0;
+            }
+            let mut user = turn.clone();
+            let marker = self
+                .verify
+                .then(|| verify::marker(&shared.salt, i, t))
+                .filter(|_| user["content"].is_string());
+            if let (Some(m), Some(text)) = (&marker, user["content"].as_str()) {
+                user["content"] = format!("{text}{}", verify::ask_for(m)).into();
+            }
+            let schema = marker
+                .as_deref()
+                .filter(|_| self.settings.endpoint.takes_schema() && self.in_schema_share(i, t))
+                .map(verify::schema_for);
+            history.push(user);
+            let budget = if schema.is_some() {
+                max_tokens.max(64)
+            } else {
+                max_tokens
+            };
+            let body = match request::body(
+                &self.settings,
+                &history,
+                c.tools.as_ref(),
+                budget,
+                schema.as_ref(),
+            ) {
+                Ok(b) => b,
+                Err(e) => {
+                    let s = Sample {
+                        conversation: i,
+                        turn: t,
+                        error: Some(format!("request: {e}")),
+                        ..Default::default()
+                    };
+                    shared.out.lock().expect("a lock").push((s, Value::Null));
+                    return;
+                }
+            };
+            // The bound counts requests; a conversation stops at it too.
+            if t > 0
+                && !shared
+                    .bound
+                    .allows(shared.sent.load(Ordering::SeqCst), elapsed(shared))
+            {
+                return;
+            }
+            let _permit = match &shared.slots {
+                Some(s) => s.acquire().await.ok(),
+                None => None,
+            };
+            shared.sent.fetch_add(1, Ordering::SeqCst);
+            if let Some(m) = &marker {
+                shared.markers.lock().expect("a lock").insert(m.clone());
+            }
+            let sent_ms = elapsed(shared) * 1000.0;
+            {
+                let mut last = shared.last_sent_ms.lock().expect("a lock");
+                *last = last.max(sent_ms);
+            }
+            let prefix_expected = {
+                let cached = shared.cached.lock().expect("a lock");
+                c.prefixes
+                    .iter()
+                    .filter(|(k, _)| cached.contains(k))
+                    .map(|(_, n)| *n)
+                    .max()
+            };
+            let ex = self.target.post(self.settings.endpoint.path(), &body).await;
+            let mut s = Sample::of(&ex);
+            s.conversation = i;
+            s.turn = t;
+            s.scheduled_ms = due;
+            s.sent_ms = sent_ms;
+            s.marker = marker;
+            s.schema = schema.is_some();
+            s.expected_cached = match (prefix_expected, previous_prompt) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0).max(b.unwrap_or(0))),
+            };
+            if self.verify {
+                verify::check(&mut s, &ex, &shared.markers.lock().expect("a lock"));
+            }
+            let ok = s.served();
+            if ok {
+                let mut cached = shared.cached.lock().expect("a lock");
+                cached.extend(c.prefixes.iter().map(|(k, _)| k.clone()));
+            }
+            previous_prompt = ok.then_some(s.prompt_tokens);
+            let reply = Reply::of(&ex);
+            shared.out.lock().expect("a lock").push((s, body));
+            if !ok {
+                return;
+            }
+            history.push(json!({"role": "assistant", "content": reply.content}));
+        }
+    }
+
+    /// Whether turn `t` of conversation `i` asks for a schema: a fixed
+    /// share, spread evenly.
+    fn in_schema_share(&self, i: usize, t: usize) -> bool {
+        if self.schema_share <= 0.0 {
+            return false;
+        }
+        let k = (i * 7919 + t * 104729) % 1000;
+        (k as f64) < self.schema_share * 1000.0
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn stream(chunks: Vec<(Value, f64)>) -> Exchange {
-        Exchange {
-            status: 200,
-            streamed: true,
-            done_marker: true,
-            millis: 100.0,
-            chunk_millis: chunks.iter().map(|c| c.1).collect(),
-            chunks: chunks.into_iter().map(|c| c.0).collect(),
-            ..Default::default()
-        }
-    }
-
-    fn delta(text: &str) -> Value {
-        json!({"choices": [{"index": 0, "delta": {"content": text}}]})
-    }
-
-    #[test]
-    fn times_come_from_output_chunks_and_counts_from_usage() {
-        let ex = stream(vec![
-            (
-                json!({"choices": [{"index": 0, "delta": {"role": "assistant"}}]}),
-                5.0,
-            ),
-            (delta("Hel"), 20.0),
-            (delta("lo"), 30.0),
-            (delta(" there"), 45.0),
-            (
-                json!({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4,
-                    "prompt_tokens_details": {"cached_tokens": 3}}}),
-                50.0,
-            ),
-        ]);
-        let s = Sample::of(&ex);
-        assert!(s.ok(), "{:?}", s.error);
-        assert_eq!(s.ttft_ms, Some(20.0));
-        assert_eq!(s.itl_ms, vec![10.0, 15.0]);
-        assert_eq!(
-            (s.prompt_tokens, s.output_tokens, s.cached_tokens),
-            (9, 4, Some(3))
-        );
-        assert_eq!(s.tpot_ms(), Some((100.0 - 20.0) / 3.0));
-    }
-
-    #[test]
-    fn failures_are_errors_not_fast_requests() {
-        let refused = Exchange {
-            transport_error: Some("connection refused".into()),
-            millis: 1.0,
-            ..Default::default()
-        };
-        assert!(Sample::of(&refused).error.unwrap().contains("refused"));
-
-        let bad = Exchange {
-            status: 400,
-            body: json!({"error": {"message": "bad seed"}}),
-            ..Default::default()
-        };
-        assert_eq!(Sample::of(&bad).error.unwrap(), "HTTP 400: bad seed");
-
-        let empty = stream(vec![(json!({"choices": [{"index": 0, "delta": {}}]}), 1.0)]);
-        assert_eq!(Sample::of(&empty).error.unwrap(), "no output");
-
-        let mut cut = stream(vec![(delta("a"), 1.0)]);
-        cut.done_marker = false;
-        assert!(Sample::of(&cut).error.unwrap().contains("[DONE]"));
-
-        let errored = stream(vec![
-            (delta("a"), 1.0),
-            (json!({"error": {"message": "x"}}), 2.0),
-        ]);
-        assert!(Sample::of(&errored)
-            .error
-            .unwrap()
-            .starts_with("error chunk"));
-    }
+fn elapsed(shared: &Shared) -> f64 {
+    shared.start.elapsed().as_secs_f64()
 }

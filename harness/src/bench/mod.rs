@@ -11,11 +11,18 @@
 //! run (JSON, console table, HTML with [`charts`]) and [`compare`] sets
 //! two runs side by side. A failed request is an error, never a fast one.
 
+pub mod arrivals;
 pub mod charts;
 pub mod compare;
+pub mod dataset;
+pub mod goodput;
 pub mod load;
 pub mod page;
+pub mod records;
 pub mod report;
+pub mod request;
+pub mod sample;
 pub mod server_metrics;
 pub mod stats;
-pub mod workload;
+pub mod tokens;
+pub mod verify;

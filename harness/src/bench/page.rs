@@ -9,16 +9,33 @@ use crate::report::html::tera;
 
 type LevelFigure = fn(&LevelResult) -> Option<f64>;
 
-/// The benchmark page's charts: title, unit, figure.
-const BENCH_CHARTS: [(&str, &str, LevelFigure); 6] = [
+/// The benchmark page's charts: title, unit, figure. Each is drawn
+/// against the level's load (users, or requests/s for an open loop).
+const BENCH_CHARTS: [(&str, &str, LevelFigure); 8] = [
     ("Output tokens/s", "tokens/s", |l| {
         Some(l.output_tokens_per_s)
     }),
-    ("Total tokens/s", "tokens/s", |l| Some(l.total_tokens_per_s)),
-    ("Time to first token, p50", "ms", |l| l.ttft.map(|d| d.p50)),
-    ("Inter-token latency, p50", "ms", |l| l.itl.map(|d| d.p50)),
-    ("End-to-end latency, p50", "ms", |l| l.e2e.map(|d| d.p50)),
-    ("End-to-end latency, p99", "ms", |l| l.e2e.map(|d| d.p99)),
+    ("Correct goodput", "requests/s", |l| {
+        l.goodput.map(|g| g.correct_good_per_s)
+    }),
+    ("Correct goodput share", "%", |l| {
+        l.goodput.map(|g| 100.0 * g.correct_good_share)
+    }),
+    ("Corrupted replies", "requests", |l| {
+        Some(l.corrupted as f64)
+    }),
+    ("Time to first token, p50", "ms", |l| {
+        l.ttft.as_ref().map(|d| d.p50)
+    }),
+    ("Inter-token latency, p50", "ms", |l| {
+        l.itl.as_ref().map(|d| d.p50)
+    }),
+    ("End-to-end latency, p50", "ms", |l| {
+        l.e2e.as_ref().map(|d| d.p50)
+    }),
+    ("End-to-end latency, p99", "ms", |l| {
+        l.e2e.as_ref().map(|d| d.p99)
+    }),
 ];
 
 pub fn render(report: &BenchReport) -> Result<String> {
@@ -33,11 +50,21 @@ pub fn render(report: &BenchReport) -> Result<String> {
                     points: v
                         .levels
                         .iter()
-                        .filter_map(|l| figure(l).map(|y| (l.concurrency as f64, y)))
+                        .filter_map(|l| figure(l).map(|y| (l.x, y)))
                         .collect(),
                 })
                 .collect();
-            charts::line_chart(title, unit, &series)
+            let axis = if report
+                .variants
+                .iter()
+                .flat_map(|v| &v.levels)
+                .any(|l| matches!(l.shape, super::arrivals::Shape::Open { .. }))
+            {
+                "request rate (req/s)"
+            } else {
+                "concurrency"
+            };
+            charts::line_chart(title, unit, axis, &series)
         })
         .collect();
     // Server counters as cells ("-" when the server has no such counter).

@@ -8,13 +8,19 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use super::arrivals::Shape;
+use super::goodput::{Goodput, Slo};
 use super::load::LevelRun;
+use super::sample::Sample;
 use super::server_metrics::ServerCounters;
 use super::stats::{median, Dist};
+use super::verify::own_marker_seen;
 use crate::report::{read_versioned, write_json};
 
 /// Report format version; readers refuse others.
-pub const FORMAT: &str = "afm-bench-report/1";
+pub const FORMAT: &str = "afm-bench-report/2";
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BenchRun {
@@ -30,35 +36,133 @@ pub struct BenchRun {
     pub wall_seconds: f64,
     pub scenario: String,
     pub prompts: String,
-    pub requests: usize,
+    /// `--requests` (None: bounded by duration only).
+    pub requests: Option<usize>,
+    #[serde(default)]
+    pub duration_s: Option<f64>,
     pub max_tokens: u32,
     pub warmup: usize,
     pub repetitions: usize,
+    /// chat, completions, messages or responses.
+    #[serde(default)]
+    pub endpoint: String,
+    /// The SLO of the goodput figures, as given.
+    #[serde(default)]
+    pub slo: String,
+    /// Replies were checked.
+    #[serde(default)]
+    pub verified: bool,
+    #[serde(default)]
+    pub schema_share: f64,
+    /// The percentiles reported beside p50/p90/p99.
+    #[serde(default)]
+    pub percentiles: Vec<f64>,
 }
 
-/// One concurrency level of one variant, over all repetitions.
+/// The highest load level whose correct goodput share met the target.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Search {
+    /// "rate" or "concurrency".
+    pub over: String,
+    /// The correct-goodput share a level must reach (0..1).
+    pub target_share: f64,
+    /// Each probed level's x and correct-goodput share, in probe order.
+    pub probes: Vec<[f64; 2]>,
+    /// The highest x that met the target (None: not even the lowest).
+    pub best: Option<f64>,
+}
+
+/// A request whose reply failed a check, for the report's list.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LevelResult {
-    pub concurrency: usize,
+pub struct Corrupted {
+    pub conversation: usize,
+    pub turn: usize,
+    pub marker: Option<String>,
+    pub check: String,
+    pub detail: String,
+    /// The reply's start.
+    pub reply: String,
+}
+
+/// The prefix cache as the client expected it and as the server said.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CacheFigures {
+    /// Requests for which the client knew a cacheable prefix.
     pub requests: usize,
+    /// Sum of what they could have been served from cache.
+    pub expected_tokens: u64,
+    /// Sum of what the server reported cached for them (None: it never
+    /// reported cached tokens).
+    pub reported_tokens: Option<u64>,
+    /// Of those requests, how many reported at least 90% of expected.
+    pub requests_at_90: usize,
+}
+
+/// Replies replayed alone after the level (`--verify-alone`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AloneFigures {
+    pub compared: usize,
+    pub differing: usize,
+    /// Whether a difference is a failure (the server claims batch
+    /// invariance) or a figure.
+    pub enforced: bool,
+}
+
+/// One load level of one variant, over all repetitions.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LevelResult {
+    pub shape: Shape,
+    /// "concurrency 8", "rate 4 req/s".
+    pub label: String,
+    /// Users (closed loop) or requests/s (open loop): the charts' x.
+    pub x: f64,
+    pub requests: usize,
+    /// Requests the server failed (transport, status, error, no output).
     pub errors: usize,
+    /// Served requests whose reply failed a check.
+    pub corrupted: usize,
+    /// Failures by kind: an error's first word or a check's name.
+    pub failures: BTreeMap<String, usize>,
     /// A few distinct error messages, for the reader.
     pub error_examples: Vec<String>,
-    /// Latencies of successful requests, in ms.
+    /// The corrupted requests (at most 50).
+    pub corrupted_requests: Vec<Corrupted>,
+    /// Latencies of served requests, in ms (from sending).
     pub ttft: Option<Dist>,
+    /// To the first answer token, after any reasoning.
+    pub ttfa: Option<Dist>,
     pub tpot: Option<Dist>,
     pub itl: Option<Dist>,
     pub e2e: Option<Dist>,
-    /// Medians over repetitions; only successful requests' tokens count.
+    /// Time a request waited for a client slot before it was sent.
+    pub queue: Option<Dist>,
+    /// Output tokens/s of each served request.
+    pub request_output_tokens_per_s: Option<Dist>,
+    /// Medians over repetitions; every served request's tokens count,
+    /// the drain tail included (vLLM's definition).
     pub output_tokens_per_s: f64,
+    /// The same up to the last request's sending: the drain tail, when
+    /// fewer requests are in flight, left out.
+    pub steady_output_tokens_per_s: f64,
     pub total_tokens_per_s: f64,
+    /// Correct requests per second.
     pub requests_per_s: f64,
     /// Each repetition's output tokens/s.
     pub output_tokens_per_s_runs: Vec<f64>,
     pub prompt_tokens: u64,
     pub output_tokens: u64,
+    /// Reasoning tokens of served requests (usage, else counted events).
+    pub reasoning_tokens: Option<u64>,
     /// Prompt tokens the server reported as served from its cache.
     pub cached_tokens: Option<u64>,
+    pub cache: Option<CacheFigures>,
+    /// Requests that carried an isolation marker, and served replies that
+    /// held their own (isolation verified, not only not refuted).
+    pub markers_sent: usize,
+    pub markers_echoed: usize,
+    /// Requests that met the SLO, and those that also were correct.
+    pub goodput: Option<Goodput>,
+    pub alone: Option<AloneFigures>,
     /// Some requests' token counts were counted from chunks because the
     /// server reported no usage.
     pub tokens_estimated: bool,
@@ -66,55 +170,159 @@ pub struct LevelResult {
 }
 
 impl LevelResult {
-    pub fn of(concurrency: usize, runs: &[LevelRun], server: Option<ServerCounters>) -> Self {
-        let samples: Vec<_> = runs.iter().flat_map(|r| &r.samples).collect();
-        let ok: Vec<_> = samples.iter().filter(|s| s.ok()).collect();
+    pub fn of(
+        shape: Shape,
+        runs: &[LevelRun],
+        server: Option<ServerCounters>,
+        slo: &Slo,
+        percentiles: &[f64],
+    ) -> Self {
+        let samples: Vec<&Sample> = runs.iter().flat_map(|r| &r.samples).collect();
+        let served: Vec<&&Sample> = samples.iter().filter(|s| s.served()).collect();
         let mut error_examples: Vec<String> = Vec::new();
-        for e in samples.iter().filter_map(|s| s.error.as_ref()) {
-            if error_examples.len() < 3 && !error_examples.contains(e) {
-                error_examples.push(e.clone());
+        let mut failures: BTreeMap<String, usize> = BTreeMap::new();
+        let mut corrupted_requests = Vec::new();
+        for s in &samples {
+            if let Some(e) = &s.error {
+                if error_examples.len() < 3 && !error_examples.contains(e) {
+                    error_examples.push(e.clone());
+                }
+                let kind = e.split([':', ' ']).next().unwrap_or("error").to_string();
+                *failures.entry(kind).or_default() += 1;
+            }
+            if let Some(f) = s.failed_checks.first().filter(|_| s.served()) {
+                for c in &s.failed_checks {
+                    *failures.entry(c.check.clone()).or_default() += 1;
+                }
+                if corrupted_requests.len() < 50 {
+                    corrupted_requests.push(Corrupted {
+                        conversation: s.conversation,
+                        turn: s.turn,
+                        marker: s.marker.clone(),
+                        check: f.check.clone(),
+                        detail: f.detail.clone(),
+                        reply: s.content.chars().take(160).collect(),
+                    });
+                }
             }
         }
+        let dist = |values: Vec<f64>| Dist::at(&values, percentiles);
         let per_run = |f: &dyn Fn(&LevelRun) -> f64| -> f64 {
             median(&runs.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0)
         };
-        let ok_sum = |r: &LevelRun, tokens: &dyn Fn(&super::load::Sample) -> u64| -> f64 {
-            r.samples.iter().filter(|s| s.ok()).map(tokens).sum::<u64>() as f64
+        let served_sum = |r: &LevelRun, tokens: &dyn Fn(&Sample) -> u64| -> f64 {
+            r.samples
+                .iter()
+                .filter(|s| s.served())
+                .map(tokens)
+                .sum::<u64>() as f64
         };
-        let rate = |r: &LevelRun, x: f64| if r.wall_s > 0.0 { x / r.wall_s } else { 0.0 };
+        let rate = |x: f64, secs: f64| if secs > 0.0 { x / secs } else { 0.0 };
         let output_runs: Vec<f64> = runs
             .iter()
-            .map(|r| rate(r, ok_sum(r, &|s| s.output_tokens)))
+            .map(|r| rate(served_sum(r, &|s| s.output_tokens), r.wall_s))
             .collect();
-        let cached: Vec<u64> = ok.iter().filter_map(|s| s.cached_tokens).collect();
+        let steady = per_run(&|r| rate(steady_tokens(r), r.steady_s));
+        let cached: Vec<u64> = served.iter().filter_map(|s| s.cached_tokens).collect();
+        let reasoning: Vec<u64> = served.iter().filter_map(|s| s.reasoning_tokens).collect();
+        let expecting: Vec<&&&Sample> = served
+            .iter()
+            .filter(|s| s.expected_cached.is_some_and(|e| e > 0))
+            .collect();
+        let cache = (!expecting.is_empty()).then(|| {
+            let reported: Vec<u64> = expecting.iter().filter_map(|s| s.cached_tokens).collect();
+            CacheFigures {
+                requests: expecting.len(),
+                expected_tokens: expecting.iter().filter_map(|s| s.expected_cached).sum(),
+                reported_tokens: (!reported.is_empty()).then(|| reported.iter().sum()),
+                requests_at_90: expecting
+                    .iter()
+                    .filter(|s| {
+                        let e = s.expected_cached.unwrap_or(0) as f64;
+                        s.cached_tokens.is_some_and(|c| c as f64 >= 0.9 * e)
+                    })
+                    .count(),
+            }
+        });
+        let wall = median(&runs.iter().map(|r| r.wall_s).collect::<Vec<_>>()).unwrap_or(0.0);
         LevelResult {
-            concurrency,
+            shape,
+            label: shape.label(),
+            x: shape.x(),
             requests: samples.len(),
-            errors: samples.len() - ok.len(),
+            errors: samples.iter().filter(|s| !s.served()).count(),
+            corrupted: samples
+                .iter()
+                .filter(|s| s.served() && !s.correct())
+                .count(),
+            failures,
             error_examples,
-            ttft: Dist::of(&ok.iter().filter_map(|s| s.ttft_ms).collect::<Vec<_>>()),
-            tpot: Dist::of(&ok.iter().filter_map(|s| s.tpot_ms()).collect::<Vec<_>>()),
-            itl: Dist::of(
-                &ok.iter()
-                    .flat_map(|s| s.itl_ms.iter().copied())
-                    .collect::<Vec<_>>(),
+            corrupted_requests,
+            ttft: dist(served.iter().filter_map(|s| s.ttft_ms).collect()),
+            ttfa: dist(served.iter().filter_map(|s| s.ttfa_ms).collect()),
+            tpot: dist(served.iter().filter_map(|s| s.tpot_ms()).collect()),
+            itl: dist(served.iter().flat_map(|s| s.itl_ms()).collect()),
+            e2e: dist(served.iter().map(|s| s.e2e_ms).collect()),
+            queue: dist(samples.iter().map(|s| s.queue_ms()).collect()),
+            request_output_tokens_per_s: dist(
+                served
+                    .iter()
+                    .filter_map(|s| s.output_tokens_per_s())
+                    .collect(),
             ),
-            e2e: Dist::of(&ok.iter().map(|s| s.e2e_ms).collect::<Vec<_>>()),
             output_tokens_per_s: median(&output_runs).unwrap_or(0.0),
+            steady_output_tokens_per_s: steady,
             total_tokens_per_s: per_run(&|r| {
-                rate(r, ok_sum(r, &|s| s.output_tokens + s.prompt_tokens))
+                rate(
+                    served_sum(r, &|s| s.output_tokens + s.prompt_tokens),
+                    r.wall_s,
+                )
             }),
             requests_per_s: per_run(&|r| {
-                rate(r, r.samples.iter().filter(|s| s.ok()).count() as f64)
+                rate(
+                    r.samples.iter().filter(|s| s.correct()).count() as f64,
+                    r.wall_s,
+                )
             }),
             output_tokens_per_s_runs: output_runs,
-            prompt_tokens: ok.iter().map(|s| s.prompt_tokens).sum(),
-            output_tokens: ok.iter().map(|s| s.output_tokens).sum(),
+            prompt_tokens: served.iter().map(|s| s.prompt_tokens).sum(),
+            output_tokens: served.iter().map(|s| s.output_tokens).sum(),
+            reasoning_tokens: (!reasoning.is_empty()).then(|| reasoning.iter().sum()),
             cached_tokens: (!cached.is_empty()).then(|| cached.iter().sum()),
-            tokens_estimated: ok.iter().any(|s| !s.usage_reported),
+            cache,
+            markers_sent: samples.iter().filter(|s| s.marker.is_some()).count(),
+            markers_echoed: served.iter().filter(|s| own_marker_seen(s)).count(),
+            goodput: (!slo.is_empty()).then(|| {
+                Goodput::of(
+                    slo,
+                    runs.iter().flat_map(|r| &r.samples),
+                    wall * runs.len() as f64,
+                )
+            }),
+            alone: None,
+            tokens_estimated: served.iter().any(|s| !s.usage_reported),
             server,
         }
     }
+}
+
+/// Output tokens received before the last request was sent: each served
+/// request's tokens spread evenly over its output events.
+fn steady_tokens(r: &LevelRun) -> f64 {
+    let end_ms = r.steady_s * 1000.0;
+    r.samples
+        .iter()
+        .filter(|s| s.served() && !s.token_ms.is_empty())
+        .map(|s| {
+            let per_event = s.output_tokens as f64 / s.token_ms.len() as f64;
+            let inside = s
+                .token_ms
+                .iter()
+                .filter(|&&t| s.sent_ms + t <= end_ms)
+                .count();
+            inside as f64 * per_event
+        })
+        .sum()
 }
 
 /// One configuration measured across the concurrency levels.
@@ -124,6 +332,8 @@ pub struct Variant {
     /// The engine or server configuration it ran with.
     pub server_flags: Vec<String>,
     pub levels: Vec<LevelResult>,
+    #[serde(default)]
+    pub search: Option<Search>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -155,31 +365,66 @@ impl BenchReport {
         let mut out = String::new();
         for v in &self.variants {
             let _ = writeln!(out, "{}  [{}]", v.name, v.server_flags.join(" "));
-            let _ =
-                writeln!(
+            let _ = writeln!(
                 out,
-                "  {:>5} {:>5} {:>4} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}",
-                "conc", "reqs", "err", "req/s", "out tok/s", "tot tok/s", "TTFT p50", "TTFT p99",
-                "TPOT p50", "ITL p50", "ITL p99", "E2E p50", "E2E p99"
+                "  {:<22} {:>5} {:>4} {:>4} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>8} {:>7}",
+                "level", "reqs", "err", "bad", "req/s", "out tok/s", "steady", "TTFT p50", "TTFT p99",
+                "TTFA p50", "TPOT p50", "ITL p50", "E2E p50", "E2E p99", "queue", "good%"
             );
             for l in &v.levels {
                 let _ = writeln!(
                     out,
-                    "  {:>5} {:>5} {:>4} {:>7.2} {:>9.1} {:>9.1} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}",
-                    l.concurrency,
+                    "  {:<22} {:>5} {:>4} {:>4} {:>7.2} {:>9.1} {:>9.1} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>8} {:>7}",
+                    l.label,
                     l.requests,
                     l.errors,
+                    l.corrupted,
                     l.requests_per_s,
                     l.output_tokens_per_s,
-                    l.total_tokens_per_s,
-                    ms(l.ttft.map(|d| d.p50)),
-                    ms(l.ttft.map(|d| d.p99)),
-                    ms(l.tpot.map(|d| d.p50)),
-                    ms(l.itl.map(|d| d.p50)),
-                    ms(l.itl.map(|d| d.p99)),
-                    ms(l.e2e.map(|d| d.p50)),
-                    ms(l.e2e.map(|d| d.p99)),
+                    l.steady_output_tokens_per_s,
+                    ms(l.ttft.as_ref().map(|d| d.p50)),
+                    ms(l.ttft.as_ref().map(|d| d.p99)),
+                    ms(l.ttfa.as_ref().map(|d| d.p50)),
+                    ms(l.tpot.as_ref().map(|d| d.p50)),
+                    ms(l.itl.as_ref().map(|d| d.p50)),
+                    ms(l.e2e.as_ref().map(|d| d.p50)),
+                    ms(l.e2e.as_ref().map(|d| d.p99)),
+                    ms(l.queue.as_ref().map(|d| d.p50)),
+                    l.goodput.map_or("-".into(), |g| format!("{:.0}%", 100.0 * g.correct_good_share)),
                 );
+                if let Some(c) = &l.cache {
+                    let _ = writeln!(
+                        out,
+                        "        cache: {} requests could reuse {} tokens; server reported {} ({} at >= 90%)",
+                        c.requests,
+                        c.expected_tokens,
+                        c.reported_tokens.map_or("no cached tokens".into(), |t| t.to_string()),
+                        c.requests_at_90
+                    );
+                }
+                if let Some(r) = l.reasoning_tokens {
+                    let _ = writeln!(out, "        reasoning tokens: {r}");
+                }
+                if l.markers_sent > 0 {
+                    let _ = writeln!(
+                        out,
+                        "        isolation: {} of {} replies carried their own marker",
+                        l.markers_echoed, l.markers_sent
+                    );
+                }
+                if let Some(a) = &l.alone {
+                    let _ = writeln!(
+                        out,
+                        "        alone: {} of {} replies differ when replayed alone{}",
+                        a.differing,
+                        a.compared,
+                        if a.enforced {
+                            " (failures: batch invariance claimed)"
+                        } else {
+                            ""
+                        }
+                    );
+                }
                 if let Some(s) = &l.server {
                     let fig = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
                     let _ = writeln!(
@@ -192,6 +437,22 @@ impl BenchReport {
                 for e in &l.error_examples {
                     let _ = writeln!(out, "        error: {e}");
                 }
+                for c in l.corrupted_requests.iter().take(5) {
+                    let _ = writeln!(
+                        out,
+                        "        corrupted: conversation {} turn {} [{}] {}",
+                        c.conversation, c.turn, c.check, c.detail
+                    );
+                }
+            }
+            if let Some(s) = &v.search {
+                let _ = writeln!(
+                    out,
+                    "  search over {}: highest meeting {:.0}% correct goodput: {}",
+                    s.over,
+                    100.0 * s.target_share,
+                    s.best.map_or("none".into(), |b| format!("{b}"))
+                );
             }
         }
         out
@@ -205,19 +466,35 @@ pub fn ms(v: Option<f64>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::load::Sample;
+    use super::super::sample::FailedCheck;
     use super::*;
 
     fn ok(ttft: f64, e2e: f64, out: u64) -> Sample {
         Sample {
             ttft_ms: Some(ttft),
             e2e_ms: e2e,
-            itl_ms: vec![1.0; out.saturating_sub(1) as usize],
+            token_ms: (0..out).map(|k| ttft + k as f64).collect(),
             prompt_tokens: 10,
             output_tokens: out,
             usage_reported: true,
             ..Default::default()
         }
+    }
+
+    fn level(samples: Vec<Sample>, wall_s: f64) -> LevelResult {
+        let run = LevelRun {
+            samples,
+            wall_s,
+            steady_s: wall_s,
+            ..Default::default()
+        };
+        LevelResult::of(
+            Shape::Closed { concurrency: 2 },
+            &[run],
+            None,
+            &Slo::default(),
+            &[],
+        )
     }
 
     #[test]
@@ -227,30 +504,53 @@ mod tests {
             e2e_ms: 0.5,
             ..Default::default()
         };
-        let run = LevelRun {
-            samples: vec![ok(10.0, 100.0, 11), failed.clone(), ok(30.0, 300.0, 21)],
-            wall_s: 2.0,
-        };
-        let l = LevelResult::of(2, &[run], None);
+        let l = level(
+            vec![ok(10.0, 100.0, 11), failed.clone(), ok(30.0, 300.0, 21)],
+            2.0,
+        );
         assert_eq!((l.requests, l.errors), (3, 1));
         assert_eq!(l.error_examples, vec!["HTTP 500: boom".to_string()]);
-        assert_eq!(l.e2e.unwrap().n, 2);
-        assert_eq!(l.e2e.unwrap().p50, 200.0);
+        assert_eq!(l.failures["HTTP"], 1);
+        assert_eq!(l.e2e.as_ref().unwrap().n, 2);
+        assert_eq!(l.e2e.as_ref().unwrap().p50, 200.0);
         assert_eq!(l.output_tokens_per_s, 16.0);
         assert_eq!(l.total_tokens_per_s, 26.0);
         assert_eq!(l.requests_per_s, 1.0);
-
-        let all_failed = LevelResult::of(
-            1,
-            &[LevelRun {
-                samples: vec![failed],
-                wall_s: 1.0,
-            }],
-            None,
-        );
+        let all_failed = level(vec![failed], 1.0);
         assert_eq!(
             (all_failed.ttft, all_failed.output_tokens_per_s),
             (None, 0.0)
         );
+    }
+
+    #[test]
+    fn a_corrupted_reply_counts_in_throughput_but_not_as_a_success() {
+        let mut bad = ok(10.0, 100.0, 11);
+        bad.failed_checks.push(FailedCheck {
+            check: "isolation".into(),
+            detail: "holds AFM-000002".into(),
+        });
+        let l = level(vec![ok(10.0, 100.0, 11), bad], 1.0);
+        assert_eq!((l.errors, l.corrupted), (0, 1));
+        assert_eq!(l.output_tokens_per_s, 22.0);
+        assert_eq!(l.requests_per_s, 1.0);
+        assert_eq!(l.corrupted_requests[0].check, "isolation");
+    }
+
+    #[test]
+    fn the_drain_tail_is_left_out_of_steady_throughput() {
+        // Two requests sent at 0 ms; the level's last sending was at 0.5 s,
+        // so only tokens before then count, over 0.5 s.
+        let mut a = ok(0.0, 1000.0, 10);
+        a.token_ms = (0..10).map(|k| k as f64 * 100.0).collect();
+        let run = LevelRun {
+            samples: vec![a],
+            wall_s: 1.0,
+            steady_s: 0.5,
+            ..Default::default()
+        };
+        let l = LevelResult::of(Shape::default(), &[run], None, &Slo::default(), &[]);
+        assert_eq!(l.output_tokens_per_s, 10.0);
+        assert_eq!(l.steady_output_tokens_per_s, 12.0);
     }
 }

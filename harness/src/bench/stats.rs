@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A distribution in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Dist {
     pub n: usize,
     pub mean: f64,
@@ -11,6 +11,9 @@ pub struct Dist {
     pub p90: f64,
     pub p99: f64,
     pub max: f64,
+    /// The percentiles `--percentiles` chose: `[p, value]`.
+    #[serde(default)]
+    pub at: Vec<[f64; 2]>,
 }
 
 impl Dist {
@@ -28,7 +31,17 @@ impl Dist {
             p90: percentile(&v, 90.0),
             p99: percentile(&v, 99.0),
             max: v[v.len() - 1],
+            at: Vec::new(),
         })
+    }
+
+    /// As [`Dist::of`], with the percentiles `chosen` too.
+    pub fn at(values: &[f64], chosen: &[f64]) -> Option<Dist> {
+        let mut d = Dist::of(values)?;
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        d.at = chosen.iter().map(|&p| [p, percentile(&v, p)]).collect();
+        Some(d)
     }
 }
 

@@ -7,9 +7,22 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use afm_harness::bench::report::{BenchReport, BenchRun, LevelResult, Variant};
-use afm_harness::bench::workload::{Prompts, Workload};
-use afm_harness::bench::{compare, load, server_metrics};
+use std::sync::Arc;
+
+use afm_harness::bench::arrivals::{Bound, Ramp, RampStrategy, Shape};
+use afm_harness::bench::dataset::builtin::{Prompts, Workload};
+use afm_harness::bench::dataset::synthetic::Vocabulary;
+use afm_harness::bench::dataset::trace::Trace;
+use afm_harness::bench::dataset::{Dataset, Source};
+use afm_harness::bench::goodput::Slo;
+use afm_harness::bench::load::{LevelRun, Player};
+use afm_harness::bench::report::{
+    AloneFigures, BenchReport, BenchRun, LevelResult, Search, Variant,
+};
+use afm_harness::bench::request::{Endpoint, RequestSettings};
+use afm_harness::bench::sample::{FailedCheck, Sample};
+use afm_harness::bench::tokens::TokenCounter;
+use afm_harness::bench::{compare, records, server_metrics};
 use afm_harness::run_info;
 use afm_harness::target::Target;
 use anyhow::{bail, Context, Result};
@@ -29,6 +42,8 @@ struct Cli {
     run: RunArgs,
 }
 
+// Parsed once per process: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Measure (the default).
@@ -70,24 +85,127 @@ struct RunArgs {
     /// How the server was started, recorded in the report (--url).
     #[arg(long)]
     server_flags: Option<String>,
-    /// Concurrency levels, comma-separated.
+    /// The API to load: chat, completions, messages (Anthropic) or
+    /// responses (OpenAI Responses).
+    #[arg(long, value_enum, default_value = "chat")]
+    endpoint: Endpoint,
+
+    // Load shape.
+    /// Closed-loop levels: users, each with one request in flight.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     concurrency: Vec<usize>,
-    /// Requests per level and repetition.
-    #[arg(long, default_value_t = 16)]
-    requests: usize,
-    #[arg(long, default_value_t = 64)]
-    max_tokens: u32,
-    /// short | long | shared-prefix | FILE (default: short; shared-prefix
-    /// for the prefix-cache scenario).
+    /// Open-loop levels instead: arrivals per second ("inf": all at once).
+    #[arg(long, value_delimiter = ',')]
+    request_rate: Vec<f64>,
+    /// Gamma shape of the gaps between arrivals (1: Poisson; lower is
+    /// burstier).
+    #[arg(long, default_value_t = 1.0)]
+    burstiness: f64,
+    /// Open loop: at most this many requests in flight; later arrivals
+    /// wait for a slot (reported as queue time).
     #[arg(long)]
-    prompts: Option<Prompts>,
-    /// Requests sent one at a time before measuring, per variant.
+    max_concurrency: Option<usize>,
+    /// Open loop: move the rate from --ramp-up-start-rps to
+    /// --ramp-up-end-rps over the run (one level).
+    #[arg(long, value_enum, requires_all = ["ramp_up_start_rps", "ramp_up_end_rps"])]
+    ramp_up_strategy: Option<RampStrategy>,
+    #[arg(long)]
+    ramp_up_start_rps: Option<f64>,
+    #[arg(long)]
+    ramp_up_end_rps: Option<f64>,
+    /// Requests per level and repetition (default 16 unless --duration).
+    #[arg(long)]
+    requests: Option<usize>,
+    /// Seconds per level and repetition (with --requests: the first bound
+    /// reached ends the level).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Requests sent before each level, at its load, and not measured.
     #[arg(long, default_value_t = 2)]
     warmup: usize,
     /// Passes over each level; throughput is their median.
     #[arg(long, default_value_t = 1)]
     repetitions: usize,
+    /// Seed of arrivals and synthetic prompts.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+
+    // What is sent.
+    #[arg(long, default_value_t = 64)]
+    max_tokens: u32,
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f64,
+    /// short | long | shared-prefix | FILE (default: short; shared-prefix
+    /// for the prefix-cache scenario).
+    #[arg(long)]
+    prompts: Option<Prompts>,
+    /// Synthetic prompts of this many tokens (the served model's tokens).
+    #[arg(long)]
+    input_len: Option<usize>,
+    /// Synthetic requests' max_tokens (default --max-tokens).
+    #[arg(long)]
+    output_len: Option<u32>,
+    /// Input and output lengths drawn from len * (1 +- ratio).
+    #[arg(long, default_value_t = 0.0)]
+    range_ratio: f64,
+    /// Tokens of a prefix every synthetic prompt of a level shares.
+    #[arg(long, default_value_t = 0)]
+    prefix_len: usize,
+    /// The served model's tokenizer.json, to count tokens with when the
+    /// server has no /tokenize or count_tokens endpoint.
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
+    /// Ask for exactly max_tokens (`ignore_eos`, where the server has it).
+    #[arg(long)]
+    ignore_eos: bool,
+    /// User turns per conversation; each reply joins the history.
+    #[arg(long, default_value_t = 1)]
+    turns: usize,
+    /// Seconds a user waits between a reply and the next turn.
+    #[arg(long, default_value_t = 0.0)]
+    think_time: f64,
+    /// Replay a JSONL trace at its timestamps (Mooncake's format or
+    /// requests with `messages`/`prompt`).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Tokens per hash id of a Mooncake trace.
+    #[arg(long, default_value_t = 512)]
+    trace_block_size: usize,
+
+    // What is measured.
+    /// Percentiles reported beside p50/p90/p99.
+    #[arg(long, value_delimiter = ',', default_value = "50,90,99")]
+    percentiles: Vec<f64>,
+    /// SLO targets, e.g. `--goodput ttft:500 tpot:100 e2el:5000` (ms;
+    /// ttfa: first answer token).
+    #[arg(long, num_args = 1..)]
+    goodput: Vec<String>,
+    /// Search the highest load whose correct goodput share stays at least
+    /// PCT% (needs --goodput): over rates with --request-rate (the lowest
+    /// given starts), else over concurrency.
+    #[arg(long)]
+    slo_search: Option<f64>,
+    /// Levels a search may probe.
+    #[arg(long, default_value_t = 6)]
+    search_steps: usize,
+    /// Do not check replies (markers and schema requests are not sent).
+    #[arg(long)]
+    no_verify: bool,
+    /// Share of requests (0..1) that ask for a strict JSON schema.
+    #[arg(long, default_value_t = 0.0)]
+    schema_share: f64,
+    /// Replay this many temperature-0 replies of each level alone after
+    /// it, and compare.
+    #[arg(long, default_value_t = 0)]
+    verify_alone: usize,
+    /// The server claims batch invariance: a reply that differs alone is
+    /// a failure, not a figure (implied in-process with --deterministic).
+    #[arg(long)]
+    batch_invariant: bool,
+    /// Write every request's record to OUT/requests.jsonl.
+    #[arg(long)]
+    save_requests: bool,
+
     #[arg(long, value_enum, default_value = "sweep")]
     scenario: Scenario,
     /// In-process engine: batch-invariant mode for every variant.
@@ -233,38 +351,114 @@ async fn served_model(target: &Target, given: Option<&str>) -> Result<String> {
     })
 }
 
-fn request(model: &str, messages: Value, max_tokens: u32, extra: &Value) -> Value {
-    let mut r = json!({
-        "model": model,
-        "messages": messages,
-        "max_tokens": max_tokens,
-        "temperature": 0.0,
-        "stream": true,
-        "stream_options": {"include_usage": true}
-    });
-    if let (Some(r), Some(extra)) = (r.as_object_mut(), extra.as_object()) {
-        for (k, v) in extra {
-            r.insert(k.clone(), v.clone());
-        }
+/// The levels of a run: open-loop rates, a ramp, or closed-loop users.
+fn shapes(args: &RunArgs) -> Vec<Shape> {
+    let open = |rate: f64, ramp: Option<Ramp>| Shape::Open {
+        rate,
+        burstiness: args.burstiness,
+        max_concurrency: args.max_concurrency,
+        ramp,
+    };
+    if let (Some(strategy), Some(start), Some(end)) = (
+        args.ramp_up_strategy,
+        args.ramp_up_start_rps,
+        args.ramp_up_end_rps,
+    ) {
+        return vec![open(
+            end,
+            Some(Ramp {
+                strategy,
+                start,
+                end,
+            }),
+        )];
     }
-    r
+    if !args.request_rate.is_empty() {
+        return args.request_rate.iter().map(|&r| open(r, None)).collect();
+    }
+    args.concurrency
+        .iter()
+        .map(|&c| Shape::Closed { concurrency: c })
+        .collect()
+}
+
+/// The same kind of level at load `x`.
+fn at_load(like: Shape, x: f64) -> Shape {
+    match like {
+        Shape::Closed { .. } => Shape::Closed {
+            concurrency: x.round().max(1.0) as usize,
+        },
+        Shape::Open {
+            burstiness,
+            max_concurrency,
+            ..
+        } => Shape::Open {
+            rate: x,
+            burstiness,
+            max_concurrency,
+            ramp: None,
+        },
+    }
+}
+
+fn validate(args: &RunArgs) -> Result<()> {
+    if args.concurrency.is_empty() || args.concurrency.contains(&0) {
+        bail!("--concurrency: levels must be at least 1");
+    }
+    if args.request_rate.iter().any(|r| r.is_nan() || *r <= 0.0) {
+        bail!("--request-rate: rates must be positive (or inf)");
+    }
+    if args.requests == Some(0) || args.repetitions == 0 {
+        bail!("--requests and --repetitions must be at least 1");
+    }
+    if args.duration.is_some_and(|d| d <= 0.0) {
+        bail!("--duration must be positive");
+    }
+    if args.burstiness <= 0.0 {
+        bail!("--burstiness must be positive");
+    }
+    if !(0.0..=1.0).contains(&args.schema_share) {
+        bail!("--schema-share is a share between 0 and 1");
+    }
+    if !(0.0..1.0).contains(&args.range_ratio) {
+        bail!("--range-ratio must be in [0, 1)");
+    }
+    if args.turns == 0 {
+        bail!("--turns must be at least 1");
+    }
+    if args.slo_search.is_some() && args.goodput.is_empty() {
+        bail!("--slo-search needs the SLO it searches for: --goodput ttft:MS ...");
+    }
+    if args.slo_search.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
+        bail!("--slo-search is a percentage");
+    }
+    if args.schema_share > 0.0 && args.no_verify {
+        bail!("--schema-share needs the checks (drop --no-verify)");
+    }
+    if args.percentiles.iter().any(|p| !(0.0..=100.0).contains(p)) {
+        bail!("--percentiles are between 0 and 100");
+    }
+    Ok(())
 }
 
 fn run(args: RunArgs) -> Result<()> {
     let started = Instant::now();
     let started_at = run_info::now();
-    if args.concurrency.is_empty() || args.concurrency.contains(&0) {
-        bail!("--concurrency: levels must be at least 1");
-    }
-    if args.requests == 0 || args.repetitions == 0 {
-        bail!("--requests and --repetitions must be at least 1");
-    }
+    validate(&args)?;
+    let slo = Slo::parse(&args.goodput).map_err(anyhow::Error::msg)?;
     afm_harness::report::html::check_templates()?;
     let prompts = args.prompts.clone().unwrap_or(match args.scenario {
         Scenario::PrefixCache => Prompts::SharedPrefix,
         _ => Prompts::Short,
     });
-    let workload = Workload::new(prompts)?;
+    let bound = Bound {
+        requests: args.requests.or(if args.duration.is_some() {
+            None
+        } else {
+            Some(16)
+        }),
+        duration_s: args.duration,
+    };
     let specs = variants(&args)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
@@ -277,8 +471,14 @@ fn run(args: RunArgs) -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let mut records = if args.save_requests {
+        Some(records::create(&args.out.join("requests.jsonl"))?)
+    } else {
+        None
+    };
     let mut results = Vec::new();
     let mut model_name = String::new();
+    let mut dataset_name = String::new();
     let user_flags: Vec<String> = args
         .server_flags
         .as_deref()
@@ -302,52 +502,167 @@ fn run(args: RunArgs) -> Result<()> {
             _ => runtime.block_on(served_model(&target, args.model.as_deref()))?,
         };
         model_name = model.clone();
-        eprintln!("afm-bench: {} on {}", spec.name, target.describe());
-        let bodies = |n: usize, salt: &str| -> Vec<Value> {
-            workload
-                .messages(n, salt)
-                .into_iter()
-                .map(|m| request(&model, m, args.max_tokens, &spec.extra))
-                .collect()
-        };
-        if args.warmup > 0 {
-            let warm = runtime.block_on(load::run(
-                &target,
-                bodies(args.warmup, &format!("{nonce}-warmup-{vi}")),
-                1,
-            ));
-            if let Some(e) = warm.samples.iter().find_map(|s| s.error.clone()) {
-                eprintln!("afm-bench: warning: a warm-up request failed: {e}");
+        let dataset =
+            Arc::new(runtime.block_on(dataset_of(&args, &target, &model, prompts.clone()))?);
+        dataset_name = dataset.describe();
+        eprintln!(
+            "afm-bench: {} on {} ({})",
+            spec.name,
+            target.describe(),
+            dataset_name
+        );
+        let player = Arc::new(Player {
+            target: target.clone(),
+            dataset,
+            settings: RequestSettings {
+                endpoint: args.endpoint,
+                model: model.clone(),
+                temperature: args.temperature,
+                ignore_eos: args.ignore_eos,
+                extra: spec.extra.clone(),
+            },
+            max_tokens: args.max_tokens,
+            verify: !args.no_verify,
+            schema_share: args.schema_share,
+            think_s: args.think_time,
+            seed: args.seed,
+        });
+        let enforce_alone = args.batch_invariant
+            || (args.url.is_none() && server_flags.iter().any(|f| f == "--deterministic"));
+        let mut level_at = |shape: Shape, tag: &str| -> Result<LevelResult> {
+            if args.warmup > 0 {
+                let warm_users = match shape {
+                    Shape::Closed { concurrency } => concurrency,
+                    Shape::Open {
+                        max_concurrency, ..
+                    } => max_concurrency.unwrap_or(4),
+                };
+                let warm = runtime.block_on(player.play(
+                    Shape::Closed {
+                        concurrency: warm_users.min(args.warmup),
+                    },
+                    Bound {
+                        requests: Some(args.warmup),
+                        duration_s: None,
+                    },
+                    &format!("{nonce}-warmup-{vi}-{tag}"),
+                ));
+                if let Some(e) = warm.samples.iter().find_map(|s| s.error.clone()) {
+                    eprintln!("afm-bench: warning: a warm-up request failed: {e}");
+                }
             }
-        }
-        let mut levels = Vec::new();
-        for &c in &args.concurrency {
             let before = runtime.block_on(server_metrics::scrape(&target));
             let mut runs = Vec::new();
             for rep in 0..args.repetitions {
-                let reqs = bodies(args.requests, &format!("{nonce}-{vi}-{c}-{rep}"));
-                runs.push(runtime.block_on(load::run(&target, reqs, c)));
+                let mut run = runtime.block_on(player.play(
+                    shape,
+                    bound,
+                    &format!("{nonce}-{vi}-{tag}-{rep}"),
+                ));
+                if rep == 0 && args.verify_alone > 0 {
+                    runtime.block_on(replay_alone(
+                        &target,
+                        &mut run,
+                        args.verify_alone,
+                        args.temperature,
+                        enforce_alone,
+                    ));
+                }
+                if let Some(out) = records.as_mut() {
+                    records::write(out, &spec.name, &shape.label(), rep, &run.samples)?;
+                }
+                runs.push(run);
             }
             let after = runtime.block_on(server_metrics::scrape(&target));
             let server = before
                 .zip(after)
                 .map(|(b, a)| server_metrics::delta(&b, &a));
-            let level = LevelResult::of(c, &runs, server);
+            let mut level = LevelResult::of(shape, &runs, server, &slo, &args.percentiles);
+            if args.verify_alone > 0 {
+                level.alone = Some(alone_figures(&runs[0], enforce_alone));
+            }
             eprintln!(
-                "afm-bench:   concurrency {c}: {}/{} ok, {:.1} output tok/s",
+                "afm-bench:   {}: {}/{} served, {} corrupted, {:.1} output tok/s{}",
+                level.label,
                 level.requests - level.errors,
                 level.requests,
-                level.output_tokens_per_s
+                level.corrupted,
+                level.output_tokens_per_s,
+                level.goodput.map_or(String::new(), |g| format!(
+                    ", correct goodput {:.2}/s ({:.0}%)",
+                    g.correct_good_per_s,
+                    100.0 * g.correct_good_share
+                ))
             );
-            levels.push(level);
+            Ok(level)
+        };
+        let mut levels = Vec::new();
+        let mut search = None;
+        let all = shapes(&args);
+        if let Some(pct) = args.slo_search {
+            let target_share = pct / 100.0;
+            let first = all[0];
+            let integer = matches!(first, Shape::Closed { .. });
+            let start = all.iter().map(|s| s.x()).fold(f64::MAX, f64::min);
+            let mut probes: Vec<[f64; 2]> = Vec::new();
+            let (mut ok_x, mut fail_x): (Option<f64>, Option<f64>) = (None, None);
+            let mut x = start;
+            for _ in 0..args.search_steps.max(1) {
+                let level = level_at(at_load(first, x), &format!("search-{}", probes.len()))?;
+                let share = level.goodput.map_or(0.0, |g| g.correct_good_share);
+                probes.push([x, share]);
+                levels.push(level);
+                if share >= target_share {
+                    ok_x = Some(ok_x.map_or(x, |o: f64| o.max(x)));
+                } else {
+                    fail_x = Some(fail_x.map_or(x, |f: f64| f.min(x)));
+                }
+                let next = match (ok_x, fail_x) {
+                    (Some(o), None) => o * 2.0,
+                    (None, Some(f)) => f / 2.0,
+                    (Some(o), Some(f)) => (o + f) / 2.0,
+                    (None, None) => unreachable!("a probe ran"),
+                };
+                let next = if integer {
+                    next.floor().max(1.0)
+                } else {
+                    (next * 1000.0).round() / 1000.0
+                };
+                if probes.iter().any(|p| p[0] == next) || (ok_x.is_none() && integer && next < 1.0)
+                {
+                    break;
+                }
+                x = next;
+            }
+            search = Some(Search {
+                over: if integer {
+                    "concurrency".into()
+                } else {
+                    "rate".into()
+                },
+                target_share,
+                probes,
+                best: ok_x,
+            });
+            levels.sort_by(|a, b| a.x.total_cmp(&b.x));
+        } else {
+            for (k, shape) in all.into_iter().enumerate() {
+                levels.push(level_at(shape, &k.to_string())?);
+            }
         }
         results.push(Variant {
             name: spec.name.clone(),
             server_flags,
             levels,
+            search,
         });
         // An in-process engine stops here, before the next one starts.
+        drop(player);
         drop(target);
+    }
+    if let Some(mut out) = records {
+        use std::io::Write as _;
+        out.flush()?;
     }
 
     let run = BenchRun {
@@ -368,11 +683,20 @@ fn run(args: RunArgs) -> Result<()> {
         started: started_at,
         wall_seconds: started.elapsed().as_secs_f64(),
         scenario: scenario_name(args.scenario),
-        prompts: workload.prompts().to_string(),
-        requests: args.requests,
+        prompts: dataset_name,
+        requests: bound.requests,
+        duration_s: bound.duration_s,
         max_tokens: args.max_tokens,
         warmup: args.warmup,
         repetitions: args.repetitions,
+        endpoint: args
+            .endpoint
+            .to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string()),
+        slo: slo.to_string(),
+        verified: !args.no_verify,
+        schema_share: args.schema_share,
+        percentiles: args.percentiles.clone(),
     };
     let report = BenchReport::new(run, results);
     let json_path = args.out.join("bench.json");
@@ -388,4 +712,111 @@ fn run(args: RunArgs) -> Result<()> {
         html_path.display()
     );
     Ok(())
+}
+
+/// The run's prompts: a trace, synthetic token-sized prompts, or a
+/// built-in set or file.
+async fn dataset_of(
+    args: &RunArgs,
+    target: &Target,
+    model: &str,
+    prompts: Prompts,
+) -> Result<Dataset> {
+    let needs_tokens = args.input_len.is_some() || args.trace.is_some();
+    let vocabulary = if needs_tokens {
+        let counter = TokenCounter::probe(target, model, args.tokenizer.as_deref()).await?;
+        let v = Vocabulary::probe(&counter).await?;
+        eprintln!(
+            "afm-bench: prompt tokens counted with {} ({} one-token words)",
+            counter.describe(),
+            v.len()
+        );
+        Some(v)
+    } else {
+        None
+    };
+    let source = if let Some(path) = &args.trace {
+        Source::Trace(Trace::read(
+            path,
+            vocabulary.as_ref(),
+            args.trace_block_size,
+        )?)
+    } else if let (Some(input_len), Some(vocabulary)) = (args.input_len, vocabulary) {
+        Source::Synthetic {
+            vocabulary,
+            input_len,
+            prefix_len: args.prefix_len,
+        }
+    } else {
+        Source::Builtin(Workload::new(prompts)?)
+    };
+    Ok(Dataset {
+        source,
+        turns: args.turns,
+        output_len: args.output_len,
+        range_ratio: args.range_ratio,
+        seed: args.seed,
+    })
+}
+
+/// Replays up to `n` served temperature-0 replies one at a time and marks
+/// each that differs (a failure when `enforce`).
+async fn replay_alone(
+    target: &Target,
+    run: &mut LevelRun,
+    n: usize,
+    temperature: f64,
+    enforce: bool,
+) {
+    if temperature != 0.0 {
+        return;
+    }
+    let picks: Vec<usize> = (0..run.samples.len())
+        .filter(|&k| run.samples[k].correct() && run.bodies[k].is_object())
+        .take(n)
+        .collect();
+    for k in picks {
+        let body = &run.bodies[k];
+        let path = path_of(body);
+        let ex = target.post(path, body).await;
+        let alone = Sample::of(&ex);
+        let s = &mut run.samples[k];
+        s.alone_differs = Some(alone.served() && alone.content != s.content);
+        if enforce && s.alone_differs == Some(true) {
+            s.failed_checks.push(FailedCheck {
+                check: "alone".into(),
+                detail: format!(
+                    "under load {:?}; alone {:?}",
+                    clip(&s.content),
+                    clip(&alone.content)
+                ),
+            });
+        }
+    }
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+/// Where a body goes, from its shape.
+fn path_of(body: &Value) -> &'static str {
+    if body.get("messages").is_some() && body.get("system").is_some() {
+        "/v1/messages"
+    } else if body.get("input").is_some() {
+        "/v1/responses"
+    } else if body.get("prompt").is_some() {
+        "/v1/completions"
+    } else {
+        "/v1/chat/completions"
+    }
+}
+
+fn alone_figures(run: &LevelRun, enforced: bool) -> AloneFigures {
+    let compared: Vec<bool> = run.samples.iter().filter_map(|s| s.alone_differs).collect();
+    AloneFigures {
+        compared: compared.len(),
+        differing: compared.iter().filter(|d| **d).count(),
+        enforced,
+    }
 }

@@ -431,7 +431,10 @@ fn normalized_json(text: &str) -> String {
         .unwrap_or_else(|_| text.to_string())
 }
 
-fn check_one(check: &Check, ex: &Exchange) -> Outcome {
+/// One check on one exchange (checks over several exchanges, such as
+/// `all_equal`, need [`CheckSpec::evaluate`]); afm-bench checks each reply
+/// under load with it.
+pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
     if let Some(e) = &ex.transport_error {
         return Err(("a response".into(), format!("transport error: {e}")));
     }

@@ -2,4 +2,8 @@
 
 // Each test binary uses a part of it.
 #[allow(dead_code)]
+#[cfg(feature = "engine")]
 pub mod faulty_server;
+
+#[allow(dead_code)]
+pub mod load_double;

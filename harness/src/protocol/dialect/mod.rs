@@ -31,6 +31,15 @@ pub enum Dialect {
     Responses,
 }
 
+/// What a stream event carries (see [`Dialect::output_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Answer text or a tool call's pieces.
+    Answer,
+    /// Reasoning ("thinking") text.
+    Reasoning,
+}
+
 impl Reply {
     /// The reply of an exchange, read in its protocol.
     pub fn of(ex: &Exchange) -> Reply {
@@ -121,6 +130,50 @@ impl Dialect {
             .filter(|t| !t.is_empty())
             .map(str::to_string)
             .collect()
+    }
+
+    /// What a stream event carries that a user would see: answer text or
+    /// a call's pieces, reasoning, or nothing (role, usage, bookkeeping).
+    /// Benchmarks time the first token and the first answer token by it.
+    pub fn output_of(self, chunk: &Value) -> Option<Output> {
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+        match self {
+            Dialect::OpenAi => {
+                let choice = chunk.get("choices")?.get(0)?;
+                let delta = &choice["delta"];
+                let calls = delta["tool_calls"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty());
+                if text(choice.get("text")) || text(delta.get("content")) || calls {
+                    Some(Output::Answer)
+                } else if text(delta.get("reasoning_content")) || text(delta.get("reasoning")) {
+                    Some(Output::Reasoning)
+                } else {
+                    None
+                }
+            }
+            Dialect::Anthropic => match chunk.pointer("/delta/type")?.as_str()? {
+                "text_delta" if text(chunk.pointer("/delta/text")) => Some(Output::Answer),
+                "input_json_delta" => Some(Output::Answer),
+                "thinking_delta" if text(chunk.pointer("/delta/thinking")) => {
+                    Some(Output::Reasoning)
+                }
+                _ => None,
+            },
+            Dialect::Responses => match chunk["type"].as_str()? {
+                "response.output_text.delta" | "response.function_call_arguments.delta"
+                    if text(chunk.get("delta")) =>
+                {
+                    Some(Output::Answer)
+                }
+                "response.reasoning_text.delta" | "response.reasoning_summary_text.delta"
+                    if text(chunk.get("delta")) =>
+                {
+                    Some(Output::Reasoning)
+                }
+                _ => None,
+            },
+        }
     }
 
     /// Each offered tool's parameters schema by name.

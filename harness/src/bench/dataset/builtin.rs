@@ -1,4 +1,4 @@
-//! What the benchmark sends: chat messages for each request of a level.
+//! The built-in prompt sets and prompt files.
 //!
 //! Built-in prompt sets are salted per level and repetition, so a prefix
 //! cache filled by an earlier level (or an earlier run) cannot make a later
@@ -78,8 +78,9 @@ impl fmt::Display for Prompts {
 /// A prompt set ready to hand out messages.
 pub struct Workload {
     prompts: Prompts,
-    /// The file's requests (messages arrays), for `Prompts::File`.
-    from_file: Vec<Value>,
+    /// The file's requests (`messages` arrays and optional `tools`), for
+    /// `Prompts::File`.
+    from_file: Vec<(Value, Option<Value>)>,
 }
 
 impl Workload {
@@ -98,6 +99,19 @@ impl Workload {
     /// The messages of `n` requests, unique to `salt` for built-in sets.
     pub fn messages(&self, n: usize, salt: &str) -> Vec<Value> {
         (0..n).map(|i| self.one(i, salt)).collect()
+    }
+
+    /// Request `i`'s messages, as a list.
+    pub fn messages_of(&self, i: usize, salt: &str) -> Vec<Value> {
+        self.one(i, salt).as_array().cloned().unwrap_or_default()
+    }
+
+    /// Request `i`'s tools, when its file line offers some.
+    pub fn tools_of(&self, i: usize) -> Option<Value> {
+        match self.prompts {
+            Prompts::File(_) => self.from_file[i % self.from_file.len()].1.clone(),
+            _ => None,
+        }
     }
 
     fn one(&self, i: usize, salt: &str) -> Value {
@@ -124,12 +138,12 @@ impl Workload {
                     "content": format!("Question {i}: how would the handbook apply to {topic}?")
                 }
             ]),
-            Prompts::File(_) => self.from_file[i % self.from_file.len()].clone(),
+            Prompts::File(_) => self.from_file[i % self.from_file.len()].0.clone(),
         }
     }
 }
 
-fn read_file(path: &std::path::Path) -> Result<Vec<Value>> {
+fn read_file(path: &std::path::Path) -> Result<Vec<(Value, Option<Value>)>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--prompts: cannot read {}", path.display()))?;
     let mut out = Vec::new();
@@ -138,9 +152,13 @@ fn read_file(path: &std::path::Path) -> Result<Vec<Value>> {
         if line.is_empty() {
             continue;
         }
+        let mut tools = None;
         let messages = match serde_json::from_str::<Value>(line) {
             Ok(Value::Object(o)) => match (o.get("messages"), o.get("prompt")) {
-                (Some(m @ Value::Array(_)), _) => m.clone(),
+                (Some(m @ Value::Array(_)), _) => {
+                    tools = o.get("tools").cloned();
+                    m.clone()
+                }
                 (None, Some(Value::String(p))) => json!([{ "role": "user", "content": p }]),
                 _ => bail!(
                     "--prompts {} line {}: a JSON line needs \"messages\" (array) or \"prompt\" (string)",
@@ -151,7 +169,7 @@ fn read_file(path: &std::path::Path) -> Result<Vec<Value>> {
             Ok(Value::String(p)) => json!([{ "role": "user", "content": p }]),
             _ => json!([{ "role": "user", "content": line }]),
         };
-        out.push(messages);
+        out.push((messages, tools));
     }
     if out.is_empty() {
         bail!("--prompts {}: no prompts in the file", path.display());
