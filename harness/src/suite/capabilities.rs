@@ -23,11 +23,12 @@ use crate::target::{Auth, Outgoing, Target};
 /// (its cases are the test); it is absent only when the target says so:
 /// the in-process engine whose model refuses `--deterministic` (routed
 /// experts), or `--assume-absent`.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     "chat",
     "messages",
     "responses",
     "api_key",
+    "cors",
     "streaming",
     "completions",
     "logprobs",
@@ -193,6 +194,10 @@ impl Capabilities {
         if wanted(&self, "api_key") {
             let (state, evidence) = probe_api_key(target).await;
             self.set("api_key", state, evidence);
+        }
+        if wanted(&self, "cors") {
+            let (state, evidence) = probe_cors(target).await;
+            self.set("cors", state, evidence);
         }
         if !chat_ok {
             // Nothing else can be told apart; every case runs and shows why.
@@ -429,6 +434,31 @@ async fn probe_api_key(target: &Target) -> (State, String) {
     let state = match ex.status {
         401 | 403 => State::Present,
         200 => State::Ignored,
+        _ => State::Broken,
+    };
+    (state, evidence)
+}
+
+/// CORS is no part of the OpenAI or Anthropic APIs: a server that
+/// refuses a browser's preflight (405, 404) simply has no CORS, and its
+/// CORS cases skip; one that answers it has CORS, and its cases check the
+/// answer.
+async fn probe_cors(target: &Target) -> (State, String) {
+    let mut out = Outgoing::get("/v1/chat/completions");
+    out.method = "OPTIONS".into();
+    out.auth = Auth::Missing;
+    out.headers = vec![
+        ("origin".into(), "http://localhost:3000".into()),
+        ("access-control-request-method".into(), "POST".into()),
+    ];
+    let ex = target.send(out).await;
+    if let Some(e) = &ex.transport_error {
+        return (State::Broken, format!("OPTIONS preflight: {e}"));
+    }
+    let evidence = format!("OPTIONS /v1/chat/completions preflight -> {}", ex.status);
+    let state = match ex.status {
+        200..=299 => State::Present,
+        400..=499 => State::Absent,
         _ => State::Broken,
     };
     (state, evidence)

@@ -17,8 +17,8 @@ use axum::http::header;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
-use regex::Regex;
 use futures_util::StreamExt;
+use regex::Regex;
 use serde_json::{json, Value};
 
 #[derive(Default)]
