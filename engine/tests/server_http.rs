@@ -1,7 +1,7 @@
 //! afm-serve over HTTP: every kind of bad input gets its status and an
 //! OpenAI-style error body, the server keeps serving, a client that hangs
 //! up mid-stream frees its slot, CORS preflight is answered, and SIGTERM
-//! lets an in-flight request finish.
+//! lets an in-flight request finish; `ignore_eos` runs to `max_tokens`.
 
 mod support;
 
@@ -331,4 +331,24 @@ async fn sigterm_lets_the_in_flight_request_finish() {
     assert_eq!(body["choices"][0]["finish_reason"], "length");
     assert_eq!(body["usage"]["completion_tokens"], 40);
     assert!(status.success(), "exit status {status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignore_eos_generates_exactly_max_tokens() {
+    let server = Server::start(&[]);
+    let client = Client::new();
+    let url = server.url("/v1/chat/completions");
+    let ask = |ignore: bool| {
+        json!({"messages": [{"role": "user", "content": "Reply with the single word yes."}],
+            "max_tokens": 40, "temperature": 0, "ignore_eos": ignore})
+        .to_string()
+    };
+    let (status, natural) = post(&client, &url, ask(false)).await;
+    assert_eq!(status, StatusCode::OK, "{natural}");
+    let ended = natural["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!(ended < 40, "the model ends its turn by itself: {natural}");
+    let (status, forced) = post(&client, &url, ask(true)).await;
+    assert_eq!(status, StatusCode::OK, "{forced}");
+    assert_eq!(forced["usage"]["completion_tokens"], 40, "{forced}");
+    assert_eq!(forced["choices"][0]["finish_reason"], "length", "{forced}");
 }

@@ -11,12 +11,14 @@ use afm_engine::api::ApiContext;
 use afm_engine::{Engine, EngineConfig};
 use afm_harness::bench::arrivals::{Bound, Shape};
 use afm_harness::bench::dataset::builtin::{Prompts, Workload};
+use afm_harness::bench::dataset::synthetic::Vocabulary;
 use afm_harness::bench::dataset::{Dataset, Source};
 use afm_harness::bench::goodput::Slo;
 use afm_harness::bench::load::Player;
 use afm_harness::bench::report::LevelResult;
 use afm_harness::bench::request::{Endpoint, RequestSettings};
 use afm_harness::bench::server_metrics;
+use afm_harness::bench::tokens::TokenCounter;
 use afm_harness::target::Target;
 use serde_json::json;
 
@@ -39,6 +41,7 @@ fn player(target: &Target, endpoint: Endpoint, turns: usize) -> Arc<Player> {
         },
         max_tokens: 8,
         verify: true,
+        tolerate: Vec::new(),
         schema_share: 0.0,
         think_s: 0.0,
         seed: 0,
@@ -147,6 +150,49 @@ async fn messages_responses_and_completions_are_loaded_in_their_own_protocols() 
             assert!(s.ttft_ms.is_some() && s.ttfa_ms.is_some(), "{endpoint:?}");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synthetic_prompts_are_the_asked_length_in_the_served_models_tokens() {
+    let target = engine(false);
+    let counter = TokenCounter::probe(&target, "smollm2", None).await.unwrap();
+    assert!(
+        counter.describe().contains("count_tokens"),
+        "{}",
+        counter.describe()
+    );
+    let vocabulary = Vocabulary::probe(&counter).await.unwrap();
+    let dataset = Dataset {
+        source: Source::Synthetic {
+            vocabulary,
+            input_len: 200,
+            prefix_len: 50,
+        },
+        turns: 1,
+        output_len: Some(4),
+        range_ratio: 0.0,
+        seed: 0,
+    };
+    for i in 0..3 {
+        let c = dataset.conversation(i, "synthetic");
+        let text = c.turns[0]["content"].as_str().unwrap();
+        let n = counter.count(text).await.unwrap();
+        // The prefix, its line break and the request's own 200 tokens.
+        assert!((245..=256).contains(&n), "request {i}: {n} tokens");
+        assert_eq!(c.max_tokens, Some(4));
+        assert_eq!(c.prefixes, vec![("synthetic/prefix".to_string(), 50)]);
+    }
+    let a = dataset.conversation(0, "synthetic");
+    let b = dataset.conversation(1, "synthetic");
+    let (a, b) = (
+        a.turns[0]["content"].as_str().unwrap(),
+        b.turns[0]["content"].as_str().unwrap(),
+    );
+    let shared = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    assert!(
+        a[..shared].contains('\n') && shared < a.len(),
+        "they share the prefix line only"
+    );
 }
 
 #[tokio::test]

@@ -39,6 +39,7 @@ async fn level(base: &str, mode: &str, schema_share: f64) -> LevelResult {
         },
         max_tokens: 32,
         verify: true,
+        tolerate: Vec::new(),
         schema_share,
         think_s: 0.0,
         seed: 0,

@@ -33,6 +33,10 @@ pub struct SamplingParams {
     pub logit_bias: Vec<(u32, f32)>,
     /// Seed of the request's generator; `None` draws one from the OS.
     pub seed: Option<u64>,
+    /// End-of-turn ids are never sampled (where anything else may be), so
+    /// the output runs to `max_tokens`: vLLM's and llama.cpp's
+    /// `ignore_eos`, what benchmarks ask for an exact output length.
+    pub ignore_eos: bool,
 }
 
 impl Default for SamplingParams {
@@ -47,6 +51,7 @@ impl Default for SamplingParams {
             frequency_penalty: 0.0,
             logit_bias: Vec::new(),
             seed: None,
+            ignore_eos: false,
         }
     }
 }

@@ -144,6 +144,9 @@ impl Sequence {
                         return Ok(());
                     }
                 }
+                if self.settings.sampling.ignore_eos {
+                    mask_eos(&mut processed, &text.eos);
+                }
                 let sampled = self.sampler.sample(&processed, position);
                 // A turn may not end inside reasoning with no answer: the
                 // first such end becomes the end of reasoning.
@@ -325,5 +328,40 @@ fn token_logprob(text: &ModelText, raw: &[f32], token: u32, top: usize) -> Token
                 }
             })
             .collect(),
+    }
+}
+
+/// `ignore_eos`: end-of-turn ids get no probability, unless nothing else
+/// is left (a grammar that only accepts its end), which must still end.
+fn mask_eos(logits: &mut [f32], eos: &crate::loading::eos::EosSet) {
+    let other_left = logits
+        .iter()
+        .enumerate()
+        .any(|(id, l)| l.is_finite() && !eos.contains(id as u32));
+    if !other_left {
+        return;
+    }
+    for id in eos.ids() {
+        if let Some(l) = logits.get_mut(id as usize) {
+            *l = f32::NEG_INFINITY;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loading::eos::EosSet;
+
+    #[test]
+    fn ignore_eos_masks_end_ids_unless_nothing_else_is_left() {
+        let mut eos = EosSet::default();
+        eos.insert(2);
+        let mut logits = vec![0.5, 1.0, 9.0];
+        mask_eos(&mut logits, &eos);
+        assert_eq!(logits, vec![0.5, 1.0, f32::NEG_INFINITY]);
+        let mut only_end = vec![f32::NEG_INFINITY, f32::NEG_INFINITY, 9.0];
+        mask_eos(&mut only_end, &eos);
+        assert_eq!(only_end[2], 9.0);
     }
 }

@@ -29,6 +29,8 @@ pub struct Player {
     pub max_tokens: u32,
     /// Checks and isolation markers on.
     pub verify: bool,
+    /// Check kinds whose failures are counted but do not corrupt a reply.
+    pub tolerate: Vec<String>,
     /// Share of requests asking for a strict JSON schema.
     pub schema_share: f64,
     /// Seconds between a reply and the conversation's next turn.
@@ -246,7 +248,12 @@ impl Player {
                 (a, b) => Some(a.unwrap_or(0).max(b.unwrap_or(0))),
             };
             if self.verify {
-                verify::check(&mut s, &ex, &shared.markers.lock().expect("a lock"));
+                verify::check(
+                    &mut s,
+                    &ex,
+                    &shared.markers.lock().expect("a lock"),
+                    &self.tolerate,
+                );
             }
             let ok = s.served();
             if ok {

@@ -1,15 +1,17 @@
-//! `afm-bench`: throughput and latency of a target under load, with the
-//! metrics the field uses (vllm's `bench serve`, GuideLLM): time to first
-//! token, time per output token, inter-token latency, end-to-end latency,
-//! tokens and requests per second, errors; and the server's own counters
-//! (prefill work, cache hits) from `/metrics` when it has them.
+//! `afm-bench`: a target under load, with the metrics the field uses
+//! (vLLM's `bench serve`, GuideLLM, AIPerf) and every reply checked with
+//! afm-test's own checks, so a wrong reply is never a fast success.
 //!
-//! Data flow: a [`workload`] of chat requests per concurrency level is
-//! played by [`load`] (closed loop: N workers, each sends its next request
-//! when the previous one ended), every request streamed and timed chunk by
-//! chunk; [`stats`] turns samples into distributions, [`report`] holds a
-//! run (JSON, console table, HTML with [`charts`]) and [`compare`] sets
-//! two runs side by side. A failed request is an error, never a fast one.
+//! Data flow: a [`dataset`] gives conversations (built-in sets, files,
+//! [`dataset::synthetic`] token-sized prompts counted with the served
+//! model's [`tokens`], [`dataset::trace`] replay); [`load`] plays them at a
+//! level's [`arrivals`] shape, each turn sent in its endpoint's
+//! [`request`] shape; each exchange becomes a [`sample`] and is checked by
+//! [`verify`]; [`report`] turns a level's samples into distributions
+//! ([`stats`]), [`goodput`] and cache figures, shown as a table, JSON and
+//! an HTML [`page`] with [`charts`]; [`search`] finds the highest load
+//! meeting an SLO; [`records`] keeps every request; [`compare`] sets two
+//! runs side by side; [`server_metrics`] reads the server's own counters.
 
 pub mod arrivals;
 pub mod charts;
@@ -22,6 +24,7 @@ pub mod records;
 pub mod report;
 pub mod request;
 pub mod sample;
+pub mod search;
 pub mod server_metrics;
 pub mod stats;
 pub mod tokens;

@@ -45,6 +45,7 @@ pub fn write(
             "finish_reason": s.finish_reason,
             "error": s.error,
             "failed_checks": s.failed_checks,
+            "tolerated_checks": s.tolerated,
             "correct": s.correct(),
             "reply": s.content,
         });

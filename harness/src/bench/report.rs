@@ -57,6 +57,9 @@ pub struct BenchRun {
     /// The percentiles reported beside p50/p90/p99.
     #[serde(default)]
     pub percentiles: Vec<f64>,
+    /// Check kinds counted but not corrupting (`--tolerate`).
+    #[serde(default)]
+    pub tolerated: Vec<String>,
 }
 
 /// The highest load level whose correct goodput share met the target.
@@ -153,6 +156,11 @@ pub struct LevelResult {
     pub output_tokens: u64,
     /// Reasoning tokens of served requests (usage, else counted events).
     pub reasoning_tokens: Option<u64>,
+    /// Served requests that ended at their token budget (`length`,
+    /// `max_tokens`, `max_output_tokens`): with `--ignore-eos`, all of them
+    /// on a server that honours it; otherwise budgets eaten (by reasoning).
+    #[serde(default)]
+    pub cut_by_budget: usize,
     /// Prompt tokens the server reported as served from its cache.
     pub cached_tokens: Option<u64>,
     pub cache: Option<CacheFigures>,
@@ -189,6 +197,11 @@ impl LevelResult {
                 }
                 let kind = e.split([':', ' ']).next().unwrap_or("error").to_string();
                 *failures.entry(kind).or_default() += 1;
+            }
+            for t in &s.tolerated {
+                *failures
+                    .entry(format!("{} (tolerated)", t.check))
+                    .or_default() += 1;
             }
             if let Some(f) = s.failed_checks.first().filter(|_| s.served()) {
                 for c in &s.failed_checks {
@@ -288,6 +301,15 @@ impl LevelResult {
             prompt_tokens: served.iter().map(|s| s.prompt_tokens).sum(),
             output_tokens: served.iter().map(|s| s.output_tokens).sum(),
             reasoning_tokens: (!reasoning.is_empty()).then(|| reasoning.iter().sum()),
+            cut_by_budget: served
+                .iter()
+                .filter(|s| {
+                    matches!(
+                        s.finish_reason.as_deref(),
+                        Some("length" | "max_tokens" | "max_output_tokens")
+                    )
+                })
+                .count(),
             cached_tokens: (!cached.is_empty()).then(|| cached.iter().sum()),
             cache,
             markers_sent: samples.iter().filter(|s| s.marker.is_some()).count(),
@@ -402,6 +424,12 @@ impl BenchReport {
                         c.requests_at_90
                     );
                 }
+                let _ = writeln!(
+                    out,
+                    "        ended at the token budget: {} of {} served",
+                    l.cut_by_budget,
+                    l.requests - l.errors
+                );
                 if let Some(r) = l.reasoning_tokens.filter(|r| *r > 0) {
                     let _ = writeln!(out, "        reasoning tokens: {r}");
                 }
@@ -437,7 +465,12 @@ impl BenchReport {
                 for e in &l.error_examples {
                     let _ = writeln!(out, "        error: {e}");
                 }
-                for c in l.corrupted_requests.iter().take(5) {
+                if !l.failures.is_empty() {
+                    let kinds: Vec<String> =
+                        l.failures.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                    let _ = writeln!(out, "        failures: {}", kinds.join(", "));
+                }
+                for c in l.corrupted_requests.iter().take(3) {
                     let _ = writeln!(
                         out,
                         "        corrupted: conversation {} turn {} [{}] {}",

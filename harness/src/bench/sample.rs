@@ -30,6 +30,10 @@ pub struct Sample {
     pub error: Option<String>,
     /// Checks of a 200 reply that failed: a corrupted reply.
     pub failed_checks: Vec<FailedCheck>,
+    /// Failed checks of kinds the run tolerates (`--tolerate`): counted,
+    /// but the reply is not corrupted for them.
+    #[serde(default)]
+    pub tolerated: Vec<FailedCheck>,
     /// Time to the first output (reasoning or answer), after sending.
     pub ttft_ms: Option<f64>,
     /// Time to the first answer token (text or a call), after reasoning.

@@ -16,9 +16,7 @@ use afm_harness::bench::dataset::trace::Trace;
 use afm_harness::bench::dataset::{Dataset, Source};
 use afm_harness::bench::goodput::Slo;
 use afm_harness::bench::load::{LevelRun, Player};
-use afm_harness::bench::report::{
-    AloneFigures, BenchReport, BenchRun, LevelResult, Search, Variant,
-};
+use afm_harness::bench::report::{AloneFigures, BenchReport, BenchRun, LevelResult, Variant};
 use afm_harness::bench::request::{Endpoint, RequestSettings};
 use afm_harness::bench::sample::{FailedCheck, Sample};
 use afm_harness::bench::tokens::TokenCounter;
@@ -191,6 +189,11 @@ struct RunArgs {
     /// Do not check replies (markers and schema requests are not sent).
     #[arg(long)]
     no_verify: bool,
+    /// Check kinds (stream, usage, isolation, schema, tool_args, alone)
+    /// whose failures are counted but do not make a reply corrupted: a
+    /// known deviation of the server that should not hide the rest.
+    #[arg(long, value_delimiter = ',')]
+    tolerate: Vec<String>,
     /// Share of requests (0..1) that ask for a strict JSON schema.
     #[arg(long, default_value_t = 0.0)]
     schema_share: f64,
@@ -435,6 +438,17 @@ fn validate(args: &RunArgs) -> Result<()> {
     if args.schema_share > 0.0 && args.no_verify {
         bail!("--schema-share needs the checks (drop --no-verify)");
     }
+    const KINDS: [&str; 6] = [
+        "stream",
+        "usage",
+        "isolation",
+        "schema",
+        "tool_args",
+        "alone",
+    ];
+    if let Some(k) = args.tolerate.iter().find(|k| !KINDS.contains(&k.as_str())) {
+        bail!("--tolerate {k:?}: the checks are {}", KINDS.join(", "));
+    }
     if args.percentiles.iter().any(|p| !(0.0..=100.0).contains(p)) {
         bail!("--percentiles are between 0 and 100");
     }
@@ -523,6 +537,7 @@ fn run(args: RunArgs) -> Result<()> {
             },
             max_tokens: args.max_tokens,
             verify: !args.no_verify,
+            tolerate: args.tolerate.clone(),
             schema_share: args.schema_share,
             think_s: args.think_time,
             seed: args.seed,
@@ -600,50 +615,23 @@ fn run(args: RunArgs) -> Result<()> {
         let mut search = None;
         let all = shapes(&args);
         if let Some(pct) = args.slo_search {
-            let target_share = pct / 100.0;
             let first = all[0];
-            let integer = matches!(first, Shape::Closed { .. });
             let start = all.iter().map(|s| s.x()).fold(f64::MAX, f64::min);
-            let mut probes: Vec<[f64; 2]> = Vec::new();
-            let (mut ok_x, mut fail_x): (Option<f64>, Option<f64>) = (None, None);
-            let mut x = start;
-            for _ in 0..args.search_steps.max(1) {
-                let level = level_at(at_load(first, x), &format!("search-{}", probes.len()))?;
-                let share = level.goodput.map_or(0.0, |g| g.correct_good_share);
-                probes.push([x, share]);
-                levels.push(level);
-                if share >= target_share {
-                    ok_x = Some(ok_x.map_or(x, |o: f64| o.max(x)));
-                } else {
-                    fail_x = Some(fail_x.map_or(x, |f: f64| f.min(x)));
-                }
-                let next = match (ok_x, fail_x) {
-                    (Some(o), None) => o * 2.0,
-                    (None, Some(f)) => f / 2.0,
-                    (Some(o), Some(f)) => (o + f) / 2.0,
-                    (None, None) => unreachable!("a probe ran"),
-                };
-                let next = if integer {
-                    next.floor().max(1.0)
-                } else {
-                    (next * 1000.0).round() / 1000.0
-                };
-                if probes.iter().any(|p| p[0] == next) || (ok_x.is_none() && integer && next < 1.0)
-                {
-                    break;
-                }
-                x = next;
-            }
-            search = Some(Search {
-                over: if integer {
-                    "concurrency".into()
-                } else {
-                    "rate".into()
+            let integer = matches!(first, Shape::Closed { .. });
+            let mut k = 0;
+            search = Some(afm_harness::bench::search::search(
+                start,
+                integer,
+                args.search_steps,
+                pct / 100.0,
+                |x| {
+                    k += 1;
+                    let level = level_at(at_load(first, x), &format!("search-{k}"))?;
+                    let share = level.goodput.map_or(0.0, |g| g.correct_good_share);
+                    levels.push(level);
+                    Ok(share)
                 },
-                target_share,
-                probes,
-                best: ok_x,
-            });
+            )?);
             levels.sort_by(|a, b| a.x.total_cmp(&b.x));
         } else {
             for (k, shape) in all.into_iter().enumerate() {
@@ -697,6 +685,7 @@ fn run(args: RunArgs) -> Result<()> {
         verified: !args.no_verify,
         schema_share: args.schema_share,
         percentiles: args.percentiles.clone(),
+        tolerated: args.tolerate.clone(),
     };
     let report = BenchReport::new(run, results);
     let json_path = args.out.join("bench.json");

@@ -45,6 +45,9 @@ pub struct ChatRequest {
     pub response_format: Option<Value>,
     pub chat_template_kwargs: Option<Map<String, Value>>,
     pub thinking_budget: Option<u32>,
+    /// vLLM's and llama.cpp's extension: generate `max_tokens` whatever
+    /// the model's end of turn.
+    pub ignore_eos: Option<bool>,
     /// Legacy function calling, refused by name (never ignored).
     pub functions: Option<Value>,
     pub function_call: Option<Value>,
@@ -247,7 +250,7 @@ impl ChatRequest {
                 format!("at most {MAX_STOP_STRINGS} stop strings"),
             ));
         }
-        let sampling = Sampling {
+        let mut sampling = Sampling {
             temperature: self.temperature,
             top_p: self.top_p,
             top_k: self.top_k,
@@ -259,6 +262,7 @@ impl ChatRequest {
             max_temperature: 2.0,
         }
         .read(logit_bias(self.logit_bias.as_ref())?)?;
+        sampling.ignore_eos = self.ignore_eos.unwrap_or(false);
         Ok(GenerationRequest {
             prompt,
             tools: tool_specs(self.tools.as_deref().unwrap_or_default())?,
@@ -367,6 +371,7 @@ impl Sampling {
             frequency_penalty,
             logit_bias,
             seed: self.seed.map(|s| s as u64),
+            ignore_eos: false,
         })
     }
 }

@@ -48,6 +48,15 @@ impl Vocabulary {
         Ok(v)
     }
 
+    /// A vocabulary of given words, one token each (tests).
+    #[cfg(test)]
+    pub(crate) fn of_words(words: Vec<&'static str>) -> Self {
+        Vocabulary {
+            words,
+            tokens_per_word: 1.0,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.words.len()
     }

@@ -35,7 +35,6 @@ impl Trace {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("--trace: cannot read {}", path.display()))?;
         let mut requests = Vec::new();
-        let mut first_ms: Option<f64> = None;
         for (k, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() {
@@ -46,7 +45,6 @@ impl Trace {
             let ms = v["timestamp"]
                 .as_f64()
                 .with_context(|| at("no \"timestamp\" (milliseconds)"))?;
-            let first = *first_ms.get_or_insert(ms);
             let mut c = Conversation {
                 max_tokens: v["max_tokens"]
                     .as_u64()
@@ -87,14 +85,19 @@ impl Trace {
                 bail!(at("needs \"messages\", \"prompt\" or \"input_length\""));
             }
             requests.push(TraceRequest {
-                at_s: (ms - first) / 1000.0,
+                at_s: ms / 1000.0,
                 conversation: c,
             });
         }
         if requests.is_empty() {
             bail!("--trace {}: no requests", path.display());
         }
+        // Times after the earliest request, whatever the lines' order.
         requests.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        let first = requests[0].at_s;
+        for r in &mut requests {
+            r.at_s -= first;
+        }
         Ok(Trace {
             name: path.display().to_string(),
             requests,
@@ -125,4 +128,53 @@ fn blocks(vocab: &Vocabulary, ids: &[u64], len: usize, block: usize) -> String {
         text.push(vocab.text(left.max(1), &mut rng));
     }
     text.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mooncake_blocks_share_text_where_hash_ids_are_shared_and_times_are_relative() {
+        let path = std::env::temp_dir().join(format!("afm-trace-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            concat!(
+                "{\"timestamp\": 5000, \"input_length\": 10, \"output_length\": 3, \"hash_ids\": [1, 2, 3]}\n",
+                "{\"timestamp\": 2000, \"input_length\": 9, \"output_length\": 4, \"hash_ids\": [1, 2, 9]}\n",
+                "{\"timestamp\": 2500, \"prompt\": \"hello\", \"max_tokens\": 5}\n",
+            ),
+        )
+        .unwrap();
+        let vocab = Vocabulary::of_words(vec!["a", "b", "c", "d", "e", "f"]);
+        let t = Trace::read(&path, Some(&vocab), 4).unwrap();
+        let at: Vec<f64> = t.requests.iter().map(|r| r.at_s).collect();
+        assert_eq!(at, vec![0.0, 0.5, 3.0]);
+        let text = |k: usize| {
+            t.requests[k].conversation.turns[0]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let (first, third) = (text(0), text(2));
+        let words = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(words(&first).len(), 9);
+        assert_eq!(words(&third).len(), 10);
+        assert_eq!(
+            words(&first)[..8],
+            words(&third)[..8],
+            "blocks 1 and 2 are shared"
+        );
+        assert_eq!(t.requests[0].conversation.max_tokens, Some(4));
+        assert_eq!(t.requests[1].conversation.max_tokens, Some(5));
+        assert_eq!(
+            t.requests[0].conversation.prefixes[1],
+            ("1,2".to_string(), 8)
+        );
+        assert!(
+            Trace::read(&path, None, 4).is_err(),
+            "Mooncake lines need a tokenizer"
+        );
+        std::fs::remove_file(path).ok();
+    }
 }
