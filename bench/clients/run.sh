@@ -201,8 +201,10 @@ aiperf_synthetic_cmd() {
         --no-gpu-telemetry --ui-type none --output-artifact-dir "$2")
 }
 afm_bench_cmd() { # ... [WARMUP]
+    # --no-verify: the other clients' exact prompts, without isolation
+    # markers appended.
     CMD=("$BENCH" --url "$1" --concurrency "$4" --requests "$3" --max-tokens "$MAX_TOKENS" \
-        --prompts "$OUT/data/prompts.jsonl" --out "$2" \
+        --prompts "$OUT/data/prompts.jsonl" --out "$2" --no-verify \
         --server-flags "afm-serve $SERVER_FLAGS")
     [ -z "${5:-}" ] || CMD+=(--warmup "$5")
 }
