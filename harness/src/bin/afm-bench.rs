@@ -577,6 +577,7 @@ fn run(args: RunArgs) -> Result<()> {
                 if rep == 0 && args.verify_alone > 0 {
                     runtime.block_on(replay_alone(
                         &target,
+                        args.endpoint.path(),
                         &mut run,
                         args.verify_alone,
                         args.temperature,
@@ -752,6 +753,7 @@ async fn dataset_of(
 /// each that differs (a failure when `enforce`).
 async fn replay_alone(
     target: &Target,
+    path: &str,
     run: &mut LevelRun,
     n: usize,
     temperature: f64,
@@ -765,9 +767,7 @@ async fn replay_alone(
         .take(n)
         .collect();
     for k in picks {
-        let body = &run.bodies[k];
-        let path = path_of(body);
-        let ex = target.post(path, body).await;
+        let ex = target.post(path, &run.bodies[k]).await;
         let alone = Sample::of(&ex);
         let s = &mut run.samples[k];
         s.alone_differs = Some(alone.served() && alone.content != s.content);
@@ -786,19 +786,6 @@ async fn replay_alone(
 
 fn clip(s: &str) -> String {
     s.chars().take(120).collect()
-}
-
-/// Where a body goes, from its shape.
-fn path_of(body: &Value) -> &'static str {
-    if body.get("messages").is_some() && body.get("system").is_some() {
-        "/v1/messages"
-    } else if body.get("input").is_some() {
-        "/v1/responses"
-    } else if body.get("prompt").is_some() {
-        "/v1/completions"
-    } else {
-        "/v1/chat/completions"
-    }
 }
 
 fn alone_figures(run: &LevelRun, enforced: bool) -> AloneFigures {
