@@ -270,14 +270,15 @@ impl Player {
         }
     }
 
-    /// Whether turn `t` of conversation `i` asks for a schema: a fixed
-    /// share, spread evenly.
+    /// Whether turn `t` of conversation `i` asks for a schema: of every
+    /// run of requests in order, the given share, spread evenly (request k
+    /// asks when floor((k + 1) x share) passes a whole number).
     fn in_schema_share(&self, i: usize, t: usize) -> bool {
         if self.schema_share <= 0.0 {
             return false;
         }
-        let k = (i * 7919 + t * 104729) % 1000;
-        (k as f64) < self.schema_share * 1000.0
+        let k = (i * self.dataset.turns.max(1) + t) as f64;
+        ((k + 1.0) * self.schema_share).floor() > (k * self.schema_share).floor()
     }
 }
 
