@@ -99,7 +99,7 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("radix_cache");
     group.bench_function("insert_512_into_empty", |b| {
         b.iter_batched(
-            || PrefixCache::new(&layout, budget),
+            || PrefixCache::new(&layout, budget, 0),
             |mut cache| {
                 cache.insert(&prompt, &kv.store, kv.slot).unwrap();
                 cache
@@ -110,7 +110,7 @@ fn benches(c: &mut Criterion) {
     group.bench_function("insert_sharing_400_of_512", |b| {
         b.iter_batched(
             || {
-                let mut cache = PrefixCache::new(&layout, budget);
+                let mut cache = PrefixCache::new(&layout, budget, 0);
                 cache.insert(&prompt, &kv.store, kv.slot).unwrap();
                 cache
             },
@@ -121,7 +121,7 @@ fn benches(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
-    let mut filled = PrefixCache::new(&layout, budget);
+    let mut filled = PrefixCache::new(&layout, budget, 0);
     filled.insert(&prompt, &kv.store, kv.slot).unwrap();
     group.bench_function("lookup_400_of_512", |b| {
         b.iter(|| black_box(filled.lookup(&sharing, sharing.len()).unwrap().len))

@@ -58,6 +58,10 @@ pub enum EngineError {
     #[error("MLX: {0}")]
     Mlx(String),
 
+    /// An invariant of the engine broke (a bug, named in the message).
+    #[error("internal: {0}")]
+    Internal(String),
+
     /// `convert` will not write what was asked (output folder, dtype, a
     /// tensor it cannot export).
     #[error("convert: {0}")]

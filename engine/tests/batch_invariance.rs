@@ -32,7 +32,10 @@ fn run(
     steps: usize,
 ) -> Vec<Vec<Vec<f32>>> {
     let mut kv = KvStore::new(model.kv_layout());
-    let slots: Vec<usize> = prompts.iter().map(|_| kv.open(Some(256))).collect();
+    let slots: Vec<usize> = prompts
+        .iter()
+        .map(|_| kv.open(Some(256)).unwrap())
+        .collect();
     let mut rows: Vec<Vec<Vec<f32>>> = vec![Vec::new(); prompts.len()];
     let mut done = vec![0usize; prompts.len()];
     let mut next = vec![0u32; prompts.len()];

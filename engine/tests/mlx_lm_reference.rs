@@ -1,5 +1,6 @@
-//! Qwen3, Qwen3-MoE and Gemma 3 (text, and a multimodal checkpoint's text
-//! part) against mlx-lm: small random-weight
+//! Qwen3, Qwen3-MoE, the hybrid Qwen3-Next and Qwen3.5 (dense and MoE;
+//! MLX and HF layouts; 4-bit with 8-bit routers) and Gemma 3 (text, and a
+//! multimodal checkpoint's text part) against mlx-lm: small random-weight
 //! folders (fixtures/models/random, made by its make.py with mlx-lm) give
 //! the same logits (within [`TOLERANCE`]) and the same 32 greedy ids as
 //! mlx-lm does; and every one passes the conformance runner.
@@ -175,4 +176,56 @@ fn qwen3_moe_conforms() {
 #[test]
 fn gemma3_conforms() {
     conforms("gemma3_text", true);
+}
+
+#[test]
+fn qwen3_next_agrees_with_mlx_lm() {
+    agrees_with_mlx_lm("qwen3_next");
+}
+
+/// The same weights in the HF layout: zero-centred norms, the
+/// convolution as `[channels, 1, kernel]`, experts one by one, an `mtp.`
+/// tensor to drop.
+#[test]
+fn qwen3_next_hf_layout_agrees_with_mlx_lm() {
+    agrees_with_mlx_lm("qwen3_next_hf");
+}
+
+/// Qwen3.5 dense in its multimodal MLX layout (`text_config`,
+/// `language_model.*`, `rope_parameters` with partial RoPE).
+#[test]
+fn qwen3_5_agrees_with_mlx_lm() {
+    agrees_with_mlx_lm("qwen3_5");
+}
+
+/// Qwen3.5-MoE in the HF layout (`model.language_model.*`, fused
+/// `experts.gate_up_proj`, zero-centred norms).
+#[test]
+fn qwen3_5_moe_agrees_with_mlx_lm() {
+    agrees_with_mlx_lm("qwen3_5_moe");
+}
+
+/// Quantized by mlx-lm: 4-bit in groups of 32, the router and the shared
+/// expert's gate 8-bit in groups of 64 (per-module settings in config.json).
+#[test]
+fn qwen3_5_moe_4bit_agrees_with_mlx_lm() {
+    agrees_with_mlx_lm("qwen3_5_moe_4bit");
+}
+
+/// The hybrid stack: ragged batch == alone, chunked == whole (the state
+/// carried from chunk to chunk), a prefix hit from a snapshot == cold, and
+/// one that must fall back to an earlier snapshot.
+#[test]
+fn qwen3_next_conforms() {
+    conforms("qwen3_next", false);
+}
+
+#[test]
+fn qwen3_5_conforms() {
+    conforms("qwen3_5", true);
+}
+
+#[test]
+fn qwen3_5_moe_conforms() {
+    conforms("qwen3_5_moe", false);
 }

@@ -48,6 +48,11 @@ pub struct ServeFlags {
     /// prefixes are evicted beyond it. Raise it for long shared prompts.
     #[arg(long, default_value_t = engine().prefix_cache_bytes >> 20)]
     pub prefix_cache_mb: usize,
+    /// Memory budget in MiB of the recurrent-state snapshots a hybrid
+    /// model's prefix cache keeps (Qwen3.5, Qwen3-Next: a prefix is
+    /// reusable only where one was kept); least recently used first out.
+    #[arg(long, default_value_t = engine().prefix_snapshot_bytes >> 20)]
+    pub prefix_snapshot_mb: usize,
     /// Turn grammar constraints off (on by default: `response_format`
     /// json_schema / json_object, strict tools and `tool_choice` required
     /// or named are enforced by llguidance). Off, such requests get a 400
@@ -128,6 +133,7 @@ impl ServeFlags {
             prefix_caching: !self.no_prefix_caching
                 && (self.enable_prefix_caching || defaults.prefix_caching),
             prefix_cache_bytes: self.prefix_cache_mb << 20,
+            prefix_snapshot_bytes: self.prefix_snapshot_mb << 20,
             max_logprobs: self.max_logprobs,
             default_max_tokens: self.max_tokens,
             grammar_constraints: !self.no_grammar_constraints

@@ -86,7 +86,11 @@ impl ModelConfig {
             architecture: arch_name,
             vocab_size: need(raw.vocab_size, "vocab_size")?,
             hidden_size,
-            intermediate_size: need(raw.intermediate_size, "intermediate_size")?,
+            // MoE-only configs (Qwen3.5-MoE) give the experts' size alone.
+            intermediate_size: need(
+                raw.intermediate_size.or(raw.moe_intermediate_size),
+                "intermediate_size",
+            )?,
             num_layers: need(raw.num_hidden_layers, "num_hidden_layers")?,
             num_heads,
             num_kv_heads: raw.num_key_value_heads.unwrap_or(num_heads),
@@ -181,6 +185,29 @@ pub fn quantization_of(path: &Path) -> Result<Option<QuantizationConfig>> {
     Ok(raw.quantization.or(raw.quantization_config))
 }
 
+/// Per-tensor quantization of an MLX folder: `config.json`'s
+/// `quantization` entries that name a module (`"...mlp.gate": {"group_size":
+/// 64, "bits": 8}`, mlx-lm's predicates keep routers at 8 bits while the rest
+/// is 4), by module path. The packed shapes alone cannot tell 4 bits in
+/// groups of 64 from 8 in groups of 32.
+pub fn quantization_overrides(
+    path: &Path,
+) -> Result<std::collections::HashMap<String, QuantizationConfig>> {
+    let top: serde_json::Map<String, serde_json::Value> = read_json(path)?;
+    let entries = top
+        .get("quantization")
+        .or_else(|| top.get("quantization_config"))
+        .and_then(|q| q.as_object());
+    Ok(entries
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, v)| {
+            let q = serde_json::from_value::<QuantizationConfig>(v.clone()).ok()?;
+            Some((name.clone(), q))
+        })
+        .collect())
+}
+
 #[derive(Debug, Deserialize)]
 struct RawConfig {
     model_type: Option<String>,
@@ -188,6 +215,7 @@ struct RawConfig {
     vocab_size: Option<usize>,
     hidden_size: Option<usize>,
     intermediate_size: Option<usize>,
+    moe_intermediate_size: Option<usize>,
     num_hidden_layers: Option<usize>,
     num_attention_heads: Option<usize>,
     num_key_value_heads: Option<usize>,

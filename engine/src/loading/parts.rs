@@ -8,7 +8,9 @@ use serde::Deserialize;
 
 use crate::error::{EngineError, Result};
 use crate::loading::chat_template::ChatTemplate;
-use crate::loading::config::{is_multimodal, quantization_of, read_json, HyperParams, ModelConfig};
+use crate::loading::config::{
+    is_multimodal, quantization_of, quantization_overrides, read_json, HyperParams, ModelConfig,
+};
 use crate::loading::eos::EosSet;
 use crate::loading::gguf::GgufModelFile;
 use crate::loading::source::ModelSource;
@@ -106,7 +108,8 @@ impl ModelParts {
         add_turn_ends(&mut eos, registry::find(&config.architecture)?, &tokenizer);
         let group_size =
             quantization_of(&config_path)?.map_or(MLX_DEFAULT_GROUP_SIZE, |q| q.group_size);
-        let mut weights = TensorMap::from_safetensors_dir(dir, group_size, mode)?;
+        let mut weights = TensorMap::from_safetensors_dir(dir, group_size, mode)?
+            .with_overrides(quantization_overrides(&config_path)?);
         if is_multimodal(&config_path)? {
             weights = weights.text_part();
         }

@@ -14,6 +14,7 @@ use mlx_rs::ops::{broadcast_to, concatenate, dequantize, matmul, quantized_matmu
 use mlx_rs::Array;
 
 use crate::error::{EngineError, Result};
+use crate::loading::config::QuantizationConfig;
 use crate::loading::gguf::GgufModelFile;
 
 /// GGUF always quantizes in blocks of 32 values.
@@ -43,6 +44,9 @@ impl WeightMode {
 pub struct TensorMap {
     tensors: HashMap<String, Array>,
     group_size: i32,
+    /// Quantization of single modules where it differs from the map's
+    /// (`prefix` -> group size and bits), from an MLX folder's config.
+    overrides: HashMap<String, QuantizationConfig>,
     mode: WeightMode,
     origin: String,
 }
@@ -64,6 +68,7 @@ impl TensorMap {
         Ok(TensorMap {
             tensors,
             group_size: GGUF_GROUP_SIZE,
+            overrides: HashMap::new(),
             mode,
             origin: file.path().display().to_string(),
         })
@@ -89,9 +94,15 @@ impl TensorMap {
         Ok(TensorMap {
             tensors,
             group_size,
+            overrides: HashMap::new(),
             mode,
             origin: dir.display().to_string(),
         })
+    }
+
+    /// Modules quantized otherwise than the map's default (by prefix).
+    pub fn with_overrides(self, overrides: HashMap<String, QuantizationConfig>) -> Self {
+        TensorMap { overrides, ..self }
     }
 
     /// Builds a map from tensors already in memory (tests, conversions).
@@ -103,6 +114,7 @@ impl TensorMap {
         TensorMap {
             tensors,
             group_size,
+            overrides: HashMap::new(),
             mode,
             origin: "in-memory tensors".into(),
         }
@@ -119,17 +131,21 @@ impl TensorMap {
             ("language_model.lm_head.", "lm_head."),
             ("lm_head.", "lm_head."),
         ];
-        let tensors = self
-            .tensors
-            .into_iter()
-            .filter_map(|(name, t)| {
-                RENAMES.iter().find_map(|(from, to)| {
-                    name.strip_prefix(from)
-                        .map(|rest| (format!("{to}{rest}"), t.clone()))
+        fn rename<T: Clone>(map: HashMap<String, T>) -> HashMap<String, T> {
+            map.into_iter()
+                .filter_map(|(name, t)| {
+                    RENAMES.iter().find_map(|(from, to)| {
+                        name.strip_prefix(from)
+                            .map(|rest| (format!("{to}{rest}"), t.clone()))
+                    })
                 })
-            })
-            .collect();
-        TensorMap { tensors, ..self }
+                .collect()
+        }
+        TensorMap {
+            tensors: rename(self.tensors),
+            overrides: rename(self.overrides),
+            ..self
+        }
     }
 
     /// Where the tensors came from (for error messages).
@@ -190,9 +206,13 @@ impl TensorMap {
         };
         let weight = self.get(&format!("{prefix}.weight"))?.clone();
         let biases = self.tensors.get(&format!("{prefix}.biases")).cloned();
+        let group_size = self
+            .overrides
+            .get(prefix)
+            .map_or(self.group_size, |q| q.group_size);
         // weight packs `bits` per value into u32 columns: [out, in * bits / 32];
         // scales hold one value per group: [out, in / group_size].
-        let in_features = scales.dim(-1) * self.group_size;
+        let in_features = scales.dim(-1) * group_size;
         let bits = weight.dim(-1) * 32 / in_features.max(1);
         if ![2, 3, 4, 5, 6, 8].contains(&bits) {
             return Err(EngineError::InvalidModel {
@@ -204,7 +224,7 @@ impl TensorMap {
             weight,
             scales: scales.clone(),
             biases,
-            group_size: self.group_size,
+            group_size,
             bits,
         }))
     }
@@ -276,6 +296,23 @@ impl Linear {
                 Ok(mlx_rs::ops::stack(&parts, 0)?)
             }
         }
+    }
+
+    /// The layer restricted to the output rows `rows`, in that order (a
+    /// packed checkpoint's interleaved parts split apart at load).
+    pub fn rows(&self, rows: &[i32]) -> Result<Linear> {
+        let idx = Array::from_slice(rows, &[rows.len() as i32]);
+        let pick = |a: &Array| -> Result<Array> { Ok(a.take_axis(&idx, 0)?.contiguous()?) };
+        Ok(match self {
+            Linear::Dense(w) => Linear::Dense(pick(w)?),
+            Linear::Quantized(q) => Linear::Quantized(QuantizedWeight {
+                weight: pick(&q.weight)?,
+                scales: pick(&q.scales)?,
+                biases: q.biases.as_ref().map(pick).transpose()?,
+                group_size: q.group_size,
+                bits: q.bits,
+            }),
+        })
     }
 
     /// Output size (rows of the weight).

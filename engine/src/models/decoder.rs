@@ -1,7 +1,8 @@
-//! The pre-norm decoder stack that llama, Qwen3 and Qwen3-MoE share:
-//! embedding; per layer `h += attn(norm(h))`, `h += ffn(norm(h))`; final
-//! norm and LM head on the sampled rows. An architecture supplies each
-//! layer's attention (its spec: q/k norm, RoPE) and feed-forward block.
+//! The pre-norm decoder stack that llama, Qwen3, Qwen3-MoE, Qwen3-Next and
+//! Qwen3.5 share: embedding; per layer `h += mix(norm(h))`,
+//! `h += ffn(norm(h))`; final norm and LM head on the sampled rows. An
+//! architecture supplies each layer's token mixer (attention with its spec,
+//! or a recurrent Gated DeltaNet) and feed-forward block.
 
 use mlx_rs::fast::rms_norm;
 use mlx_rs::Array;
@@ -9,6 +10,7 @@ use mlx_rs::Array;
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
 use super::forward::{BatchItem, ForwardContext};
+use super::gated_delta_net::GatedDeltaNet;
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
@@ -18,15 +20,26 @@ use crate::error::{EngineError, Result};
 use crate::loading::config::ModelConfig;
 use crate::loading::weights::{Embedding, Linear, TensorMap};
 
+/// What mixes information across a layer's tokens.
+pub enum Mixer {
+    /// Softmax attention over KV per token.
+    Attention(SelfAttention),
+    /// Linear attention over a fixed recurrent state.
+    Recurrent(GatedDeltaNet),
+}
+
 /// One decoder layer as an architecture builds it.
 pub struct DecoderLayer {
-    pub attention: SelfAttention,
+    pub mixer: Mixer,
     pub ffn: Box<dyn FeedForward>,
 }
 
 struct Layer {
     input_norm: Array,
-    attention: SelfAttention,
+    mixer: Mixer,
+    /// The layer's index among the layers of its mixer's kind (where its
+    /// KV or state sits in the store).
+    kind_index: usize,
     post_norm: Array,
     ffn: Box<dyn FeedForward>,
 }
@@ -51,7 +64,7 @@ impl Decoder {
     ) -> Result<Self> {
         Decoder::load(config, weights, |_, p| {
             Ok(DecoderLayer {
-                attention: attention(p)?,
+                mixer: Mixer::Attention(attention(p)?),
                 ffn: Box::new(GatedMlp::load(
                     weights,
                     &format!("{p}.mlp"),
@@ -62,34 +75,62 @@ impl Decoder {
     }
 
     /// Builds the stack from HF-named weights; `layer(i, prefix)` builds
-    /// layer `i`'s attention and feed-forward under `model.layers.{i}`.
+    /// layer `i`'s mixer and feed-forward under `model.layers.{i}`.
     pub fn load(
         config: ModelConfig,
         weights: &TensorMap,
+        layer: impl FnMut(usize, &str) -> Result<DecoderLayer>,
+    ) -> Result<Self> {
+        Decoder::load_with_norm_offset(config, weights, 0.0, layer)
+    }
+
+    /// Like [`Decoder::load`], adding `norm_offset` to the stack's own
+    /// RMSNorm weights (1 for HF checkpoints that store them zero-centred,
+    /// Qwen3-Next's and Qwen3.5's).
+    pub fn load_with_norm_offset(
+        config: ModelConfig,
+        weights: &TensorMap,
+        norm_offset: f32,
         mut layer: impl FnMut(usize, &str) -> Result<DecoderLayer>,
     ) -> Result<Self> {
+        let norm = |name: &str| -> Result<Array> {
+            let w = weights.dense(name)?;
+            Ok(match norm_offset {
+                0.0 => w,
+                o => w.add(Array::from_f32(o))?,
+            })
+        };
+        let (mut attention_layers, mut recurrent_layers) = (0, 0);
+        let mut kv_layout = KvLayout::default();
         let layers = (0..config.num_layers)
             .map(|i| {
                 let p = format!("model.layers.{i}");
-                let DecoderLayer { attention, ffn } = layer(i, &p)?;
+                let DecoderLayer { mixer, ffn } = layer(i, &p)?;
+                let kind_index = match &mixer {
+                    Mixer::Attention(a) => {
+                        kv_layout.layers.push(a.spec().layer_kv());
+                        attention_layers += 1;
+                        attention_layers - 1
+                    }
+                    Mixer::Recurrent(r) => {
+                        kv_layout.recurrent.push(r.state());
+                        recurrent_layers += 1;
+                        recurrent_layers - 1
+                    }
+                };
                 Ok(Layer {
-                    input_norm: weights.dense(&format!("{p}.input_layernorm.weight"))?,
-                    attention,
-                    post_norm: weights.dense(&format!("{p}.post_attention_layernorm.weight"))?,
+                    input_norm: norm(&format!("{p}.input_layernorm.weight"))?,
+                    mixer,
+                    kind_index,
+                    post_norm: norm(&format!("{p}.post_attention_layernorm.weight"))?,
                     ffn,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let embed = weights.embedding("model.embed_tokens")?;
-        let kv_layout = KvLayout {
-            layers: layers
-                .iter()
-                .map(|l| l.attention.spec().layer_kv())
-                .collect(),
-        };
         let model = Decoder {
             lm_head: lm_head::load(weights, &embed, &config)?,
-            norm: weights.dense("model.norm.weight")?,
+            norm: norm("model.norm.weight")?,
             kv_layout,
             config,
             embed,
@@ -110,7 +151,10 @@ impl Decoder {
         ];
         for l in &self.layers {
             arrays.extend([l.input_norm.clone(), l.post_norm.clone()]);
-            arrays.extend(l.attention.stored());
+            arrays.extend(match &l.mixer {
+                Mixer::Attention(a) => a.stored(),
+                Mixer::Recurrent(r) => r.stored(),
+            });
             arrays.extend(l.ffn.stored());
         }
         mlx_rs::transforms::eval(&arrays)?;
@@ -131,9 +175,13 @@ impl CausalLm for Decoder {
         let eps = self.config.rms_norm_eps;
         let mut ctx = ForwardContext::new(items, kv, self.batch_invariant)?;
         let mut h = self.embed.lookup(&ctx.token_ids())?;
-        for (i, layer) in self.layers.iter().enumerate() {
+        for layer in &self.layers {
             let x = rms_norm(&h, Some(&layer.input_norm), eps)?;
-            h = h.add(&layer.attention.forward(&mut ctx, i, &x)?)?;
+            let mixed = match &layer.mixer {
+                Mixer::Attention(a) => a.forward(&mut ctx, layer.kind_index, &x)?,
+                Mixer::Recurrent(r) => r.forward(&mut ctx, layer.kind_index, &x)?,
+            };
+            h = h.add(&mixed)?;
             let x = rms_norm(&h, Some(&layer.post_norm), eps)?;
             h = h.add(&layer.ffn.forward(&ctx, &x)?)?;
         }

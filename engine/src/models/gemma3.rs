@@ -159,12 +159,12 @@ impl Gemma3 {
             lm_head: lm_head::load(weights, &embed, &config)?,
             norm: gemma_norm(weights, "model.norm.weight", plus_one)?,
             embed_scale: Array::from_f32((config.hidden_size as f32).sqrt()),
-            kv_layout: KvLayout {
-                layers: layers
+            kv_layout: KvLayout::attention(
+                layers
                     .iter()
                     .map(|l| l.attention.spec().layer_kv())
                     .collect(),
-            },
+            ),
             config,
             embed,
             layers,

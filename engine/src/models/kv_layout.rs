@@ -1,8 +1,10 @@
-//! What a model keeps per token and layer, declared by the model so that
-//! the scheduler, the KV caches and the prefix cache size themselves from
-//! it instead of assuming every layer alike.
+//! What a model keeps per sequence, declared by the model so that the
+//! scheduler, the KV caches and the prefix cache size themselves from it
+//! instead of assuming every layer alike: attention layers keep keys and
+//! values per token; recurrent layers (Gated DeltaNet) keep one fixed state
+//! per sequence, however long it is.
 
-/// One layer's keys and values.
+/// One attention layer's keys and values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LayerKv {
     pub kv_heads: usize,
@@ -12,29 +14,67 @@ pub struct LayerKv {
     pub window: Option<usize>,
 }
 
-/// Every layer's KV, in layer order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One recurrent layer's state: the short convolution's last inputs and
+/// the delta rule's matrix, both f32 whatever the weights' type (they
+/// accumulate over the whole sequence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecurrentLayer {
+    /// Inputs the causal convolution keeps (its kernel size minus one).
+    pub conv_len: usize,
+    /// Channels the convolution runs over (q, k and v side by side).
+    pub conv_dim: usize,
+    /// The delta state is `[value_heads, value_dim, key_dim]`.
+    pub value_heads: usize,
+    pub value_dim: usize,
+    pub key_dim: usize,
+}
+
+impl RecurrentLayer {
+    /// f32 values of one sequence's state.
+    pub fn values(&self) -> usize {
+        self.conv_len * self.conv_dim + self.value_heads * self.value_dim * self.key_dim
+    }
+}
+
+/// Every attention layer's KV and every recurrent layer's state, each list
+/// in layer order. A model indexes its attention layers and its recurrent
+/// layers separately (a hybrid model's layer 3 may be attention layer 0).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KvLayout {
     pub layers: Vec<LayerKv>,
+    pub recurrent: Vec<RecurrentLayer>,
 }
 
 impl KvLayout {
+    /// Attention layers only.
+    pub fn attention(layers: Vec<LayerKv>) -> Self {
+        KvLayout {
+            layers,
+            recurrent: Vec::new(),
+        }
+    }
+
     /// `n` alike layers of global attention.
     pub fn uniform(n: usize, kv_heads: usize, head_dim: usize) -> Self {
-        KvLayout {
-            layers: vec![
-                LayerKv {
-                    kv_heads,
-                    head_dim,
-                    window: None,
-                };
-                n
-            ],
-        }
+        KvLayout::attention(vec![
+            LayerKv {
+                kv_heads,
+                head_dim,
+                window: None,
+            };
+            n
+        ])
     }
 
     pub fn num_layers(&self) -> usize {
         self.layers.len()
+    }
+
+    /// Whether the model has layers whose state cannot be cut at an
+    /// arbitrary token (a prefix is reusable only where a snapshot of that
+    /// state was kept).
+    pub fn has_recurrent(&self) -> bool {
+        !self.recurrent.is_empty()
     }
 
     /// Bytes of f32 keys and values one token takes over all layers.
@@ -42,6 +82,15 @@ impl KvLayout {
         self.layers
             .iter()
             .map(|l| 2 * l.kv_heads * l.head_dim * std::mem::size_of::<f32>())
+            .sum()
+    }
+
+    /// Bytes of one sequence's recurrent state over all recurrent layers
+    /// (one prefix-cache snapshot).
+    pub fn bytes_per_snapshot(&self) -> usize {
+        self.recurrent
+            .iter()
+            .map(|r| r.values() * std::mem::size_of::<f32>())
             .sum()
     }
 }

@@ -14,6 +14,14 @@
 //! taken out of the store, updated (MLX reuses its memory when nothing else
 //! holds it) and put back.
 //!
+//! Recurrent layers (Gated DeltaNet) keep one state per slot instead:
+//! `[slots, conv_len, conv_dim]` and `[slots, heads, value_dim, key_dim]`,
+//! gathered for the decode group and scattered back in one call each per
+//! layer, like keys and values. A slot's state starts at zero when it is
+//! opened and can only be restored whole, from a snapshot
+//! ([`StateSnapshot`]) taken at one exact position: a prefix of a hybrid
+//! model is reusable only where such a snapshot exists.
+//!
 //! Sliding-window layers keep every position and attention masks what is
 //! out of the window: a slot's positions then stay at fixed places, which
 //! one write per step and copying a prefix in and out rely on. A slot opened
@@ -29,6 +37,11 @@ use crate::error::{EngineError, Result};
 /// Keys and values of a run of positions of one sequence, one pair per
 /// layer, each `[1, kv_heads, len, head_dim]`.
 pub type KvSegment = Vec<(Array, Array)>;
+
+/// One sequence's recurrent state at one position, one `(conv, delta)`
+/// pair per recurrent layer, each `[1, ...]`: evaluated copies, never views
+/// of the live store (a later step of the slot must not change them).
+pub type StateSnapshot = Vec<(Array, Array)>;
 
 /// Positions the store's capacity grows by.
 pub const GROW_STEP: usize = 256;
@@ -48,6 +61,9 @@ pub struct KvStore {
     /// Per layer: `(keys, values)`, each `[slots, kv_heads, capacity, d]`,
     /// or `None` before the first write (and after the last slot closed).
     layers: Vec<Option<(Array, Array)>>,
+    /// Per recurrent layer: `(conv, delta)` states, `[slots, ...]` each, or
+    /// `None` while no buffer is allocated.
+    states: Vec<Option<(Array, Array)>>,
     slots: Vec<Slot>,
     /// Slots the buffers have room for.
     allocated_slots: usize,
@@ -60,6 +76,7 @@ impl KvStore {
         KvStore {
             layout: layout.clone(),
             layers: (0..layout.num_layers()).map(|_| None).collect(),
+            states: layout.recurrent.iter().map(|_| None).collect(),
             slots: Vec::new(),
             allocated_slots: 0,
             capacity: 0,
@@ -67,14 +84,15 @@ impl KvStore {
     }
 
     /// Opens an empty slot (the lowest free one); `fixed`: the positions
-    /// attention reads in batch-invariant mode.
-    pub fn open(&mut self, fixed: Option<usize>) -> usize {
+    /// attention reads in batch-invariant mode. Its recurrent state is zero
+    /// (a closed slot's row is cleared when reused; new rows are zeros).
+    pub fn open(&mut self, fixed: Option<usize>) -> Result<usize> {
         let slot = Slot {
             open: true,
             offset: 0,
             fixed,
         };
-        match self.slots.iter().position(|s| !s.open) {
+        let i = match self.slots.iter().position(|s| !s.open) {
             Some(i) => {
                 self.slots[i] = slot;
                 i
@@ -83,7 +101,24 @@ impl KvStore {
                 self.slots.push(slot);
                 self.slots.len() - 1
             }
+        };
+        if i < self.allocated_slots {
+            self.clear_state(i)?;
         }
+        Ok(i)
+    }
+
+    /// Zeroes `slot`'s recurrent state.
+    fn clear_state(&mut self, slot: usize) -> Result<()> {
+        let s = slot as i32;
+        for state in self.states.iter_mut().flatten() {
+            for a in [&mut state.0, &mut state.1] {
+                let mut shape = a.shape().to_vec();
+                shape[0] = 1;
+                a.try_index_mut(s..s + 1, Array::zeros::<f32>(&shape)?)?;
+            }
+        }
+        Ok(())
     }
 
     /// Closes a slot; its positions may be overwritten by the next
@@ -98,6 +133,7 @@ impl KvStore {
         }
         if self.slots.is_empty() {
             self.layers.iter_mut().for_each(|l| *l = None);
+            self.states.iter_mut().for_each(|l| *l = None);
             self.allocated_slots = 0;
             self.capacity = 0;
             return Ok(());
@@ -183,7 +219,31 @@ impl KvStore {
             };
             layers.push(Some((copy(k)?, copy(v)?)));
         }
+        let mut states = Vec::with_capacity(self.states.len());
+        for (r, state) in self.layout.recurrent.iter().zip(&self.states) {
+            let n = slots as i32;
+            let conv = [n, r.conv_len as i32, r.conv_dim as i32];
+            let delta = [
+                n,
+                r.value_heads as i32,
+                r.value_dim as i32,
+                r.key_dim as i32,
+            ];
+            let copy = |shape: &[i32], old: Option<&Array>| -> Result<Array> {
+                let mut buf = Array::zeros::<f32>(shape)?;
+                if let Some(old) = old {
+                    let s = old.dim(0).min(n);
+                    buf.try_index_mut(0..s, old.index(0..s))?;
+                }
+                Ok(buf)
+            };
+            states.push(Some((
+                copy(&conv, state.as_ref().map(|s| &s.0))?,
+                copy(&delta, state.as_ref().map(|s| &s.1))?,
+            )));
+        }
         self.layers = layers;
+        self.states = states;
         self.allocated_slots = slots;
         self.capacity = capacity;
         Ok(())
@@ -233,12 +293,28 @@ impl KvStore {
     }
 
     /// Fills an empty slot with a cached prefix (`segments` back to back,
-    /// `len` positions in all).
-    pub fn load(&mut self, slot: usize, segments: &[KvSegment], len: usize) -> Result<()> {
-        if segments.is_empty() {
+    /// `len` positions in all) and, for a model with recurrent layers, the
+    /// state those `len` positions left (required: without it the prefix
+    /// cannot be resumed exactly).
+    pub fn load(
+        &mut self,
+        slot: usize,
+        segments: &[KvSegment],
+        len: usize,
+        state: Option<&StateSnapshot>,
+    ) -> Result<()> {
+        if len == 0 {
             return Ok(());
         }
         self.reserve(slot, len)?;
+        if self.layout.has_recurrent() {
+            let state = state.ok_or_else(|| {
+                EngineError::Internal(format!(
+                    "a prefix of {len} positions without the recurrent state it left"
+                ))
+            })?;
+            self.restore(slot, state)?;
+        }
         let s = slot as i32;
         for layer in 0..self.layers.len() {
             let (mut k, mut v) = self.take(layer);
@@ -276,10 +352,99 @@ impl KvStore {
         Ok(segment)
     }
 
-    /// Every key and value buffer (to evaluate them with the logits).
+    /// Every key, value and state buffer (to evaluate them with the
+    /// logits).
     pub fn arrays(&self) -> impl Iterator<Item = &Array> {
-        self.layers.iter().flatten().flat_map(|(k, v)| [k, v])
+        self.layers
+            .iter()
+            .chain(&self.states)
+            .flatten()
+            .flat_map(|(k, v)| [k, v])
     }
+
+    /// Recurrent layer `layer`'s states of `slots` (`[n, ...]` each): a
+    /// slice when the slots are `0..n`, else one gather.
+    pub fn state_rows(&self, layer: usize, slots: &SlotSet) -> Result<(Array, Array)> {
+        let (conv, delta) = self.states[layer]
+            .as_ref()
+            .expect("reserve() before reading a state");
+        Ok(match slots.in_order {
+            true => {
+                let n = slots.len as i32;
+                (conv.index(0..n), delta.index(0..n))
+            }
+            false => (
+                conv.take_axis(&slots.index, 0)?,
+                delta.take_axis(&slots.index, 0)?,
+            ),
+        })
+    }
+
+    /// Writes `slots`' new states of recurrent layer `layer` (one scatter
+    /// per buffer).
+    pub fn write_states(
+        &mut self,
+        layer: usize,
+        slots: &SlotSet,
+        (conv, delta): (&Array, &Array),
+    ) -> Result<()> {
+        let (mut c, mut d) = self.states[layer]
+            .take()
+            .expect("reserve() before writing a state");
+        let written =
+            write_rows(&mut c, slots, conv).and_then(|_| write_rows(&mut d, slots, delta));
+        self.states[layer] = Some((c, d));
+        Ok(written?)
+    }
+
+    /// A copy of `slot`'s recurrent state as it is now, evaluated (empty
+    /// for a model without recurrent layers).
+    pub fn snapshot(&self, slot: usize) -> Result<StateSnapshot> {
+        let s = slot as i32;
+        let snapshot: StateSnapshot = self
+            .states
+            .iter()
+            .map(|st| {
+                let (conv, delta) = st.as_ref().expect("snapshot of a written slot");
+                Ok((
+                    conv.index(s..s + 1).contiguous()?,
+                    delta.index(s..s + 1).contiguous()?,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        mlx_rs::transforms::eval(snapshot.iter().flat_map(|(c, d)| [c, d]))?;
+        Ok(snapshot)
+    }
+
+    /// Sets `slot`'s recurrent state to `snapshot`.
+    fn restore(&mut self, slot: usize, snapshot: &StateSnapshot) -> Result<()> {
+        if snapshot.len() != self.states.len() {
+            return Err(EngineError::Internal(format!(
+                "a state snapshot of {} layers for a model of {}",
+                snapshot.len(),
+                self.states.len()
+            )));
+        }
+        let s = slot as i32;
+        for (state, (conv, delta)) in self.states.iter_mut().zip(snapshot) {
+            let (c, d) = state.as_mut().expect("reserve() before restoring");
+            c.try_index_mut(s..s + 1, conv)?;
+            d.try_index_mut(s..s + 1, delta)?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `rows` into `slots`' rows of `buf` (a slice when the slots are
+/// `0..n`, else one scatter).
+fn write_rows(buf: &mut Array, slots: &SlotSet, rows: &Array) -> Result<()> {
+    if slots.in_order {
+        let n = slots.len as i32;
+        buf.try_index_mut(0..n, rows)?;
+    } else {
+        buf.try_index_mut((&slots.index, ..), rows)?;
+    }
+    Ok(())
 }
 
 /// A set of slots read together: which rows of the store, and how.
@@ -328,20 +493,29 @@ impl KvCache {
 
     fn open(layout: &KvLayout, fixed: Option<usize>) -> Self {
         let mut store = KvStore::new(layout);
-        let slot = store.open(fixed);
+        let slot = store
+            .open(fixed)
+            .expect("a new store's first slot has no state to clear");
         KvCache { store, slot }
     }
 
-    /// A cache holding a reused prefix.
+    /// A cache holding a reused prefix: its KV and, for a model with
+    /// recurrent layers, the state it left.
     pub fn from_segments(
         layout: &KvLayout,
         segments: &[KvSegment],
         len: usize,
+        state: Option<&StateSnapshot>,
         capacity: Option<usize>,
     ) -> Result<Self> {
         let mut cache = KvCache::open(layout, capacity);
-        cache.store.load(cache.slot, segments, len)?;
+        cache.store.load(cache.slot, segments, len, state)?;
         Ok(cache)
+    }
+
+    /// The recurrent state as it is now (a copy).
+    pub fn snapshot(&self) -> Result<StateSnapshot> {
+        self.store.snapshot(self.slot)
     }
 
     pub fn offset(&self) -> usize {
@@ -378,17 +552,17 @@ mod tests {
     #[test]
     fn the_store_grows_for_a_long_sequence_and_shrinks_after_it() {
         let mut kv = KvStore::new(&KvLayout::uniform(1, 1, 1));
-        let short = kv.open(None);
-        kv.load(short, &[segment(0.0, 10)], 10).unwrap();
-        let long = kv.open(None);
-        kv.load(long, &[segment(100.0, 600)], 600).unwrap();
+        let short = kv.open(None).unwrap();
+        kv.load(short, &[segment(0.0, 10)], 10, None).unwrap();
+        let long = kv.open(None).unwrap();
+        kv.load(long, &[segment(100.0, 600)], 600, None).unwrap();
         assert_eq!((kv.allocated_slots, kv.capacity), (2, 768));
         let before = keys(&kv, short);
         kv.close(long).unwrap();
         assert_eq!((kv.allocated_slots, kv.capacity), (1, GROW_STEP));
         assert_eq!(keys(&kv, short), before);
         // A slot opened next reuses the freed index.
-        assert_eq!(kv.open(None), 1);
+        assert_eq!(kv.open(None).unwrap(), 1);
         kv.close(1).unwrap();
         kv.close(short).unwrap();
         assert!(kv.arrays().next().is_none(), "no slot open: buffers freed");

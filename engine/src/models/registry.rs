@@ -7,7 +7,7 @@ use crate::loading::config::{HyperParams, ModelConfig};
 use crate::loading::weights::TensorMap;
 
 use super::causal_lm::CausalLm;
-use super::{gemma3, llama, qwen3, qwen3_moe};
+use super::{gemma3, llama, qwen3, qwen3_5, qwen3_moe, qwen3_next};
 
 /// One architecture.
 pub struct Architecture {
@@ -17,6 +17,9 @@ pub struct Architecture {
     pub gguf_name: &'static str,
     /// HF's class name (`config.json` `architectures`).
     pub hf_class: &'static str,
+    /// Other `model_type` spellings (a multimodal checkpoint's text part:
+    /// `qwen3_5_text` inside `qwen3_5`'s `text_config`).
+    pub aliases: &'static [&'static str],
     /// llama.cpp's converter permutes this architecture's Q/K rows for
     /// interleaved RoPE, so GGUF files of it run with "traditional" RoPE
     /// (and `convert` puts the rows back).
@@ -47,6 +50,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
         name: "llama",
         gguf_name: "llama",
         hf_class: "LlamaForCausalLM",
+        aliases: &[],
         gguf_permutes_qk: true,
         gguf_keys: &[],
         gguf_tensors: &[],
@@ -60,6 +64,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
         name: "qwen3",
         gguf_name: "qwen3",
         hf_class: "Qwen3ForCausalLM",
+        aliases: &[],
         gguf_permutes_qk: false,
         gguf_keys: &[],
         gguf_tensors: &[],
@@ -73,6 +78,7 @@ pub static ARCHITECTURES: &[Architecture] = &[
         name: "qwen3_moe",
         gguf_name: "qwen3moe",
         hf_class: "Qwen3MoeForCausalLM",
+        aliases: &[],
         gguf_permutes_qk: false,
         gguf_keys: &[
             ("expert_count", "num_experts"),
@@ -91,10 +97,55 @@ pub static ARCHITECTURES: &[Architecture] = &[
         turn_end_tokens: &[],
         load: qwen3_moe::load,
     },
+    // The hybrid Qwen models load from HF/MLX folders; their GGUF names
+    // are llama.cpp's, whose recurrent tensors the GGUF path does not map.
+    Architecture {
+        name: "qwen3_next",
+        gguf_name: "qwen3next",
+        hf_class: "Qwen3NextForCausalLM",
+        aliases: &[],
+        gguf_permutes_qk: false,
+        gguf_keys: &[],
+        gguf_tensors: &[],
+        hf_activation: ("hidden_act", "silu"),
+        gguf_norm_shift: 0.0,
+        default_chat_template: None,
+        turn_end_tokens: &[],
+        load: qwen3_next::load,
+    },
+    Architecture {
+        name: "qwen3_5",
+        gguf_name: "qwen35",
+        hf_class: "Qwen3_5ForConditionalGeneration",
+        aliases: &["qwen3_5_text"],
+        gguf_permutes_qk: false,
+        gguf_keys: &[],
+        gguf_tensors: &[],
+        hf_activation: ("hidden_act", "silu"),
+        gguf_norm_shift: 0.0,
+        default_chat_template: None,
+        turn_end_tokens: &[],
+        load: qwen3_5::load,
+    },
+    Architecture {
+        name: "qwen3_5_moe",
+        gguf_name: "qwen35moe",
+        hf_class: "Qwen3_5MoeForConditionalGeneration",
+        aliases: &["qwen3_5_moe_text"],
+        gguf_permutes_qk: false,
+        gguf_keys: &[],
+        gguf_tensors: &[],
+        hf_activation: ("hidden_act", "silu"),
+        gguf_norm_shift: 0.0,
+        default_chat_template: None,
+        turn_end_tokens: &[],
+        load: qwen3_5::load,
+    },
     Architecture {
         name: "gemma3_text",
         gguf_name: "gemma3",
         hf_class: "Gemma3ForCausalLM",
+        aliases: &[],
         gguf_permutes_qk: false,
         gguf_keys: &[("attention.sliding_window", "sliding_window")],
         gguf_tensors: &[
@@ -114,7 +165,9 @@ pub static ARCHITECTURES: &[Architecture] = &[
 pub fn find(name: &str) -> Result<&'static Architecture> {
     ARCHITECTURES
         .iter()
-        .find(|a| name == a.name || name == a.gguf_name || name == a.hf_class)
+        .find(|a| {
+            name == a.name || name == a.gguf_name || name == a.hf_class || a.aliases.contains(&name)
+        })
         .ok_or_else(|| EngineError::UnsupportedArchitecture {
             name: name.to_string(),
             supported: ARCHITECTURES

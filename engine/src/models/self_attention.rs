@@ -1,7 +1,8 @@
 //! Self-attention as HF checkpoints lay it out (`<p>.q_proj`, `k_proj`,
 //! `v_proj`, `o_proj`): the three input projections as one matmul, the
 //! forward context's shared attention (which applies the spec's q/k norm,
-//! RoPE and window), then the output projection.
+//! RoPE and window), then the output projection, gated when the spec says
+//! so.
 
 use mlx_rs::Array;
 
@@ -10,7 +11,7 @@ use crate::error::Result;
 use crate::loading::weights::{FusedLinear, Linear, TensorMap};
 
 pub struct SelfAttention {
-    /// q, k and v projections as one matmul.
+    /// q, k and v projections (and the output gate's) as one matmul.
     qkv: FusedLinear,
     o: Linear,
     spec: AttentionSpec,
@@ -20,12 +21,21 @@ impl SelfAttention {
     /// The projections under `prefix` (e.g. `model.layers.3.self_attn`).
     pub fn load(weights: &TensorMap, prefix: &str, spec: AttentionSpec) -> Result<Self> {
         let linear = |name: &str| weights.linear(&format!("{prefix}.{name}"));
+        let mut parts = vec![linear("q_proj")?, linear("k_proj")?, linear("v_proj")?];
+        if spec.output_gate {
+            // Rows per head: `head_dim` queries, then `head_dim` gate values.
+            let d = spec.head_dim as i32;
+            let rows = |from: i32| -> Vec<i32> {
+                (0..spec.heads as i32)
+                    .flat_map(|h| (h * 2 * d + from)..(h * 2 * d + from + d))
+                    .collect()
+            };
+            let q = parts[0].clone();
+            parts[0] = q.rows(&rows(0))?;
+            parts.push(q.rows(&rows(d))?);
+        }
         Ok(SelfAttention {
-            qkv: FusedLinear::new(vec![
-                linear("q_proj")?,
-                linear("k_proj")?,
-                linear("v_proj")?,
-            ])?,
+            qkv: FusedLinear::new(parts)?,
             o: linear("o_proj")?,
             spec,
         })
@@ -38,6 +48,15 @@ impl SelfAttention {
     /// Layer `layer`'s attention over the batch rows `x`.
     pub fn forward(&self, ctx: &mut ForwardContext, layer: usize, x: &Array) -> Result<Array> {
         // q and k side by side, so one RoPE call rotates both.
+        if self.spec.output_gate {
+            let [qk, v, gate]: [Array; 3] = ctx
+                .fused_grouped(&self.qkv, x, &[2, 1, 1])?
+                .try_into()
+                .expect("q and k, then v, then the gate");
+            let o = ctx.attention(layer, &qk, &v, &self.spec)?;
+            let o = o.multiply(mlx_rs::ops::sigmoid(&gate)?)?;
+            return ctx.linear(&self.o, &o);
+        }
         let [qk, v]: [Array; 2] = ctx
             .fused_grouped(&self.qkv, x, &[2, 1])?
             .try_into()

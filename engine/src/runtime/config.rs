@@ -13,6 +13,9 @@ pub struct EngineConfig {
     pub prefix_caching: bool,
     /// Memory budget of the prefix cache.
     pub prefix_cache_bytes: usize,
+    /// Memory budget of the prefix cache's recurrent-state snapshots
+    /// (models with recurrent layers), apart from the KV's.
+    pub prefix_snapshot_bytes: usize,
     /// Largest `top_logprobs` accepted (`--max-logprobs`).
     pub max_logprobs: usize,
     /// `max_tokens` when a request gives none (`--max-tokens`).
@@ -44,6 +47,7 @@ impl Default for EngineConfig {
             concurrent: 8,
             prefix_caching: true,
             prefix_cache_bytes: 1 << 30,
+            prefix_snapshot_bytes: 512 << 20,
             max_logprobs: 20,
             default_max_tokens: 512,
             prefill_chunk: 256,

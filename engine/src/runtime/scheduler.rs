@@ -53,9 +53,13 @@ impl Scheduler {
         config: EngineConfig,
         stats: Arc<Mutex<EngineStats>>,
     ) -> Self {
-        let prefix = config
-            .prefix_caching
-            .then(|| PrefixCache::new(model.kv_layout(), config.prefix_cache_bytes));
+        let prefix = config.prefix_caching.then(|| {
+            PrefixCache::new(
+                model.kv_layout(),
+                config.prefix_cache_bytes,
+                config.prefix_snapshot_bytes,
+            )
+        });
         Scheduler {
             kv: KvStore::new(model.kv_layout()),
             model,
@@ -144,19 +148,24 @@ impl Scheduler {
                 let shared_in_flight = self.running[..i]
                     .iter()
                     .filter(|o| o.prefilling())
-                    .map(|o| common_prefix(&o.prompt, prompt).min(limit))
+                    .map(|o| (common_prefix(&o.prompt, prompt).min(limit), o.prefilled))
+                    // Only what the other has yet to reach: past it, what
+                    // the cache holds is all there will be.
+                    .filter(|&(shared, done)| done < shared)
+                    .map(|(shared, _)| shared)
                     .max()
                     .unwrap_or(0);
                 if shared_in_flight > cached {
                     continue; // wait for the earlier sequence to cache it
                 }
             }
-            let slot = self.kv.open(self.capacity_of(&self.running[i]));
+            let slot = self.kv.open(self.capacity_of(&self.running[i]))?;
             self.running[i].slot = Some(slot);
             if let (Some(prefix), n) = (&mut self.prefix, cached) {
                 if n > 0 {
                     let m = prefix.lookup(&self.running[i].prompt, n)?;
-                    self.kv.load(slot, &m.segments, m.len)?;
+                    debug_assert_eq!(m.len, n, "lookup agrees with cached_len");
+                    self.kv.load(slot, &m.segments, m.len, m.state.as_ref())?;
                 }
             }
             let s = &mut self.running[i];
@@ -173,6 +182,29 @@ impl Scheduler {
             });
         }
         Ok(())
+    }
+
+    /// Where sequence `i`'s prefill chunk ending at `end` should stop
+    /// instead, for a model with recurrent layers under the prefix cache:
+    /// its state is cached only at chunk ends, so a chunk ends at the
+    /// prompt's last but one token (a request with the same prompt resumes
+    /// there and computes the last token itself) and where a waiting
+    /// request's shared prefix ends (it then starts from that point).
+    fn snapshot_stop(&self, i: usize, end: usize) -> usize {
+        if !self.prefix.as_ref().is_some_and(|p| p.needs_snapshots()) {
+            return end;
+        }
+        let s = &self.running[i];
+        let shared = self
+            .running
+            .iter()
+            .filter(|o| o.slot.is_none())
+            .map(|o| common_prefix(&o.prompt, &s.prompt).min(o.prompt.len().saturating_sub(1)));
+        std::iter::once(s.prompt.len().saturating_sub(1))
+            .chain(shared)
+            .filter(|&stop| stop > s.prefilled && stop < end)
+            .min()
+            .unwrap_or(end)
     }
 
     /// In batch-invariant mode, the fixed cache size of a sequence: a
@@ -199,6 +231,7 @@ impl Scheduler {
         for (i, s) in self.running.iter().enumerate() {
             if s.prefilling() && budget > 0 {
                 let end = (s.prefilled + budget).min(s.prompt.len());
+                let end = self.snapshot_stop(i, end);
                 budget -= end - s.prefilled;
                 plan.push((
                     i,

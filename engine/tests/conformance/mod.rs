@@ -6,7 +6,10 @@
 //! 1. A batched pass gives each sequence what it gets alone (ragged batch:
 //!    prefill chunks and one-token decodes mixed in one pass).
 //! 2. A prompt prefilled in chunks gives what it gives whole.
-//! 3. A sequence started from a prefix-cache hit gives what a cold one does.
+//! 3. A sequence started from a prefix-cache hit gives what a cold one does
+//!    (for a model with recurrent layers: from a state snapshot, which the
+//!    filling sequence's later steps must not have changed, and falling
+//!    back to an earlier snapshot when the match runs past the last one).
 //! 4. Where the model claims batch invariance: bit-identical logits at any
 //!    batch position, with any chunking, from a cached prefix.
 //!
@@ -74,10 +77,16 @@ pub fn run_batched(
     let mut kv = KvStore::new(model.kv_layout());
     let mut slots = Vec::new();
     for c in &caches {
-        let slot = kv.open(c.store.fixed(c.slot));
+        let slot = kv.open(c.store.fixed(c.slot)).unwrap();
         if c.offset() > 0 {
-            kv.load(slot, &[c.segment(0, c.offset()).unwrap()], c.offset())
-                .unwrap();
+            let state = c.snapshot().unwrap();
+            kv.load(
+                slot,
+                &[c.segment(0, c.offset()).unwrap()],
+                c.offset(),
+                Some(&state),
+            )
+            .unwrap();
         }
         slots.push(slot);
     }
@@ -218,24 +227,65 @@ pub fn prefix_hit_matches_cold(
     shared: usize,
     capacity: Option<usize>,
 ) -> (Rows, Rows) {
+    prefix_hit(model, script, shared, 0, capacity)
+}
+
+/// Check 3 where the filling sequence shares `shared + beyond` tokens with
+/// the script but stopped (a chunk end) only at `shared`: a model with
+/// recurrent layers must resume from the snapshot at `shared` and
+/// recompute the rest; others reuse all `shared + beyond` tokens of KV.
+pub fn prefix_hit(
+    model: &dyn CausalLm,
+    script: &Script,
+    shared: usize,
+    beyond: usize,
+    capacity: Option<usize>,
+) -> (Rows, Rows) {
     let fresh = || match capacity {
         Some(c) => KvCache::with_capacity(model.kv_layout(), c),
         None => model.new_cache(),
     };
     let cold = run_alone(model, script, fresh());
 
-    // Another prompt with the same first `shared` tokens fills the cache.
-    let mut other = script.prompt[..shared].to_vec();
-    other.extend(script.prompt[shared..].iter().map(|t| t ^ 1));
+    // Another prompt with the same first `common` tokens fills the cache
+    // in two chunks, the first ending at `shared`, each inserted as the
+    // scheduler does after a step. Its second chunk moves its own state on
+    // after the first insert: a snapshot that followed it would be wrong.
+    let common = shared + beyond;
+    let mut other = script.prompt[..common].to_vec();
+    other.extend(script.prompt[common..].iter().map(|t| t ^ 1));
     let mut filler = fresh();
-    model.forward(&other, &mut filler).unwrap().eval().unwrap();
-    let mut prefix = PrefixCache::new(model.kv_layout(), 1 << 30);
+    let mut prefix = PrefixCache::new(model.kv_layout(), 1 << 30, 1 << 30);
+    model
+        .forward(&other[..shared], &mut filler)
+        .unwrap()
+        .eval()
+        .unwrap();
+    prefix
+        .insert(&other[..shared], &filler.store, filler.slot)
+        .unwrap();
+    model
+        .forward(&other[shared..], &mut filler)
+        .unwrap()
+        .eval()
+        .unwrap();
     prefix.insert(&other, &filler.store, filler.slot).unwrap();
 
-    let found = prefix.lookup(&script.prompt, shared).unwrap();
-    assert_eq!(found.len, shared, "the shared prefix is cached");
-    let cache =
-        KvCache::from_segments(model.kv_layout(), &found.segments, found.len, capacity).unwrap();
+    let reusable = match model.kv_layout().has_recurrent() {
+        true => shared,
+        false => common,
+    };
+    assert_eq!(prefix.cached_len(&script.prompt[..common]), reusable);
+    let found = prefix.lookup(&script.prompt, common).unwrap();
+    assert_eq!(found.len, reusable, "the reusable shared prefix is found");
+    let cache = KvCache::from_segments(
+        model.kv_layout(),
+        &found.segments,
+        found.len,
+        found.state.as_ref(),
+        capacity,
+    )
+    .unwrap();
     let warm = run_batched(model, std::slice::from_ref(script), vec![cache], usize::MAX)
         .pop()
         .unwrap();
@@ -250,8 +300,15 @@ pub fn default_mode(model: &dyn CausalLm, scripts: &[Script]) {
         .max_by_key(|s| s.prompt.len())
         .expect("a script");
     chunked_prefill_matches_whole(model, longest);
-    let (cold, warm) = prefix_hit_matches_cold(model, longest, longest.prompt.len() / 2, None);
+    let half = longest.prompt.len() / 2;
+    let (cold, warm) = prefix_hit_matches_cold(model, longest, half, None);
     close("prefix-cache hit vs cold", &cold, &warm);
+    let (cold, warm) = prefix_hit(model, longest, half, 3, None);
+    close(
+        "prefix-cache hit past the last snapshot vs cold",
+        &cold,
+        &warm,
+    );
 }
 
 /// Check 4, for a model in batch-invariant mode: `scripts[0]` alone, in

@@ -389,14 +389,14 @@ impl BenchReport {
             let _ = writeln!(out, "{}  [{}]", v.name, v.server_flags.join(" "));
             let _ = writeln!(
                 out,
-                "  {:<34} {:>5} {:>4} {:>4} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>8} {:>7}",
-                "level", "reqs", "err", "bad", "req/s", "out tok/s", "steady", "TTFT p50", "TTFT p99",
+                "  {:<34} {:>5} {:>4} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>8} {:>7}",
+                "level", "reqs", "err", "bad", "ok req/s", "out tok/s", "steady", "TTFT p50", "TTFT p99",
                 "TTFA p50", "TPOT p50", "ITL p50", "E2E p50", "E2E p99", "queue", "good%"
             );
             for l in &v.levels {
                 let _ = writeln!(
                     out,
-                    "  {:<34} {:>5} {:>4} {:>4} {:>7.2} {:>9.1} {:>9.1} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>8} {:>7}",
+                    "  {:<34} {:>5} {:>4} {:>4} {:>8.2} {:>9.1} {:>9.1} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>8} {:>7}",
                     l.label,
                     l.requests,
                     l.errors,

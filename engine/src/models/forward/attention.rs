@@ -28,6 +28,10 @@ pub struct AttentionSpec {
     /// Multiplies the query-key scores (`head_dim^-0.5` for most models).
     pub scale: f32,
     pub rope_base: f32,
+    /// Features of each head RoPE rotates, from the first (`head_dim`, or
+    /// a fraction of it: Qwen3-Next's and Qwen3.5's partial RoPE); the
+    /// rest pass through.
+    pub rope_dims: usize,
     /// Interleaved ("traditional") RoPE instead of rotate-half.
     pub rope_traditional: bool,
     /// Per-head RMSNorm of queries and keys before RoPE (Qwen3, Gemma 3).
@@ -35,6 +39,10 @@ pub struct AttentionSpec {
     /// Sliding-window attention: a query sees at most this many most
     /// recent positions, itself included (`None`: all of them).
     pub window: Option<usize>,
+    /// An output gate (Qwen3-Next, Qwen3.5): the query projection is twice
+    /// as wide, each head's queries followed by as many gate values, and
+    /// the output is `o_proj(attention * sigmoid(gate))`.
+    pub output_gate: bool,
 }
 
 /// Per-head RMSNorm of queries and keys, both in one call over the joint
@@ -79,9 +87,11 @@ impl AttentionSpec {
             head_dim: config.head_dim,
             scale: (config.head_dim as f32).powf(-0.5),
             rope_base: config.rope_theta,
+            rope_dims: config.head_dim,
             rope_traditional: config.rope_traditional,
             qk_norm: None,
             window: None,
+            output_gate: false,
         }
     }
 
@@ -141,7 +151,7 @@ pub(super) fn decode_rows(
     let qk = spec.normed(spec.split_heads(&pick(qk)?, n, 1, spec.heads + spec.kv_heads)?)?;
     let qk = rope_dynamic(
         qk,
-        spec.head_dim as i32,
+        spec.rope_dims as i32,
         spec.rope_traditional,
         spec.rope_base,
         1.0,
@@ -168,7 +178,7 @@ pub(super) fn chunk_rows(
     let qk = spec.normed(spec.split_heads(&take(qk), 1, l, spec.heads + spec.kv_heads)?)?;
     let qk = rope(
         qk,
-        spec.head_dim as i32,
+        spec.rope_dims as i32,
         spec.rope_traditional,
         spec.rope_base,
         1.0,
@@ -386,7 +396,7 @@ mod tests {
     fn decode_writes_land_in_each_rows_slot_and_position() {
         let layout = KvLayout::uniform(1, 2, 3);
         let mut kv = KvStore::new(&layout);
-        let slots: Vec<usize> = (0..3).map(|_| kv.open(None)).collect();
+        let slots: Vec<usize> = (0..3).map(|_| kv.open(None).unwrap()).collect();
         kv.advance(slots[0], 1);
         kv.advance(slots[2], 5);
         for &s in &slots {

@@ -2,6 +2,7 @@
 //! layer.
 
 use mlx_rs::ops::concatenate;
+use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
 
 use super::attention::{self, AttentionSpec, NewRows};
@@ -10,7 +11,11 @@ use super::layout::BatchLayout;
 use super::linear;
 use crate::error::Result;
 use crate::loading::weights::{FusedLinear, Linear};
-use crate::models::kv_store::KvStore;
+use crate::models::kv_store::{KvStore, SlotSet};
+
+/// A recurrent layer's state of some sequences: `(conv, delta)`, `[n, ...]`
+/// each.
+pub type States = (Array, Array);
 
 /// One forward pass over a batch of items.
 pub struct ForwardContext<'p, 'a> {
@@ -138,6 +143,56 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
             pieces.push(attention::chunk_read(
                 spec, &new.q, *slot, *offset, self.kv, layer,
             )?);
+        }
+        let o = if pieces.len() == 1 {
+            pieces.pop().expect("one piece")
+        } else {
+            concatenate(&pieces, 1)?
+        };
+        Ok(match &self.layout.to_item_order {
+            Some(inverse) => o.take_axis(inverse, 1)?,
+            None => o,
+        })
+    }
+
+    /// Recurrent layer `layer` (its index among the model's recurrent
+    /// layers) for every item. `x` holds each row's input to the recurrence
+    /// (`[1, rows, width]`); `step` runs it over `[n, l, width]` rows of `n`
+    /// sequences from their states and returns `[n, l, out]` and the new
+    /// states. The decode group's states are gathered, stepped and written
+    /// back in one call each (`l` = 1); each prefill chunk runs over its own
+    /// slot, carrying the state from the previous chunk. The output comes
+    /// back in row order: `[1, rows, out]`.
+    pub fn recurrent(
+        &mut self,
+        layer: usize,
+        x: &Array,
+        step: impl Fn(&Array, States) -> Result<(Array, States)>,
+    ) -> Result<Array> {
+        let mut pieces = Vec::new();
+        if let Some(group) = &self.layout.decode {
+            let n = group.items.len() as i32;
+            let rows = match &group.rows {
+                Some(rows) => x.take_axis(rows, 1)?,
+                None => x.clone(),
+            };
+            let rows = rows.reshape(&[n, 1, -1])?;
+            let state = self.kv.state_rows(layer, &group.slots)?;
+            let (y, (conv, delta)) = step(&rows, state)?;
+            self.kv.write_states(layer, &group.slots, (&conv, &delta))?;
+            pieces.push(y.reshape(&[1, n, -1])?);
+        }
+        for (i, item) in self.items.iter().enumerate() {
+            if self.layout.in_decode_group(i) {
+                continue;
+            }
+            let start = self.layout.starts[i];
+            let rows = x.index((.., start..start + item.tokens.len() as i32, ..));
+            let slot = SlotSet::new(&[item.slot]);
+            let state = self.kv.state_rows(layer, &slot)?;
+            let (y, (conv, delta)) = step(&rows, state)?;
+            self.kv.write_states(layer, &slot, (&conv, &delta))?;
+            pieces.push(y);
         }
         let o = if pieces.len() == 1 {
             pieces.pop().expect("one piece")

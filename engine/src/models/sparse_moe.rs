@@ -1,0 +1,241 @@
+//! Routed mixtures of SwiGLU experts (Qwen3-MoE, Qwen3-Next, Qwen3.5-MoE):
+//! a softmax router picks the top-k of `num_experts` experts per token
+//! (optionally renormalised over the chosen k) and the experts run through
+//! MLX's gather matmul; Qwen3-Next and Qwen3.5 add a shared expert scaled
+//! by `sigmoid(shared_expert_gate(x))`.
+
+use mlx_rs::ops::indexing::IndexOp;
+use mlx_rs::ops::{
+    argpartition_axis, expand_dims_axes, gather_mm, sigmoid, softmax_axis, stack, sum_axis,
+};
+use mlx_rs::Array;
+
+use super::feed_forward::FeedForward;
+use super::forward::ForwardContext;
+use super::gated_mlp::{Activation, GatedMlp};
+use crate::error::{EngineError, Result};
+use crate::loading::config::HyperParams;
+use crate::loading::weights::{Linear, TensorMap};
+
+/// Which layers route and how, from the config.
+#[derive(Debug, Clone)]
+pub struct Routing {
+    pub experts: usize,
+    pub top_k: usize,
+    pub normalize: bool,
+    /// Every `sparse_step`-th layer routes...
+    sparse_step: usize,
+    /// ...except these, which keep a dense MLP.
+    dense_only: Vec<usize>,
+}
+
+impl Routing {
+    /// `normalize_default`: `norm_topk_prob` when the config omits it
+    /// (each architecture's own default); `arch` names it in errors.
+    pub fn read(
+        hyper: &HyperParams,
+        origin: &str,
+        arch: &str,
+        normalize_default: bool,
+    ) -> Result<Self> {
+        let missing = |key: &str| EngineError::invalid_model(origin, format!("{arch} needs {key}"));
+        let experts = hyper
+            .usize(&["num_experts", "expert_count"])
+            .ok_or_else(|| missing("num_experts"))?;
+        let top_k = match experts {
+            0 => 0,
+            _ => hyper
+                .usize(&["num_experts_per_tok", "expert_used_count"])
+                .ok_or_else(|| missing("num_experts_per_tok"))?,
+        };
+        Ok(Routing {
+            experts,
+            top_k,
+            normalize: hyper
+                .get(&["norm_topk_prob"])
+                .and_then(|v| v.as_bool())
+                .unwrap_or(normalize_default),
+            sparse_step: hyper.usize(&["decoder_sparse_step"]).unwrap_or(1).max(1),
+            dense_only: hyper
+                .get(&["mlp_only_layers"])
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_u64())
+                        .map(|v| v as usize)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    /// No experts anywhere (a dense variant).
+    pub fn dense() -> Self {
+        Routing {
+            experts: 0,
+            top_k: 0,
+            normalize: false,
+            sparse_step: 1,
+            dense_only: Vec::new(),
+        }
+    }
+
+    /// Routing in every layer (Qwen3.5-MoE ignores the placement keys).
+    pub fn everywhere(self) -> Self {
+        Routing {
+            sparse_step: 1,
+            dense_only: Vec::new(),
+            ..self
+        }
+    }
+
+    /// Whether layer `i` routes to experts.
+    pub fn sparse(&self, i: usize) -> bool {
+        self.experts > 0 && !self.dense_only.contains(&i) && (i + 1) % self.sparse_step == 0
+    }
+}
+
+/// A routed mixture of SwiGLU experts.
+pub struct SparseMoe {
+    /// The router: `[experts, dim]`.
+    router: Linear,
+    /// Each projection for every expert, transposed for `x @ w`:
+    /// gate and up `[experts, dim, inter]`, down `[experts, inter, dim]`.
+    gate: Array,
+    up: Array,
+    down: Array,
+    top_k: i32,
+    normalize: bool,
+}
+
+impl SparseMoe {
+    /// Experts as MLX folders store them (`switch_mlp.<proj>.weight`,
+    /// stacked), as HF does one by one (`experts.<e>.<proj>.weight`) or
+    /// fused (`experts.gate_up_proj` `[experts, 2 * inter, dim]` and
+    /// `experts.down_proj`, Qwen3.5-MoE).
+    pub fn load(weights: &TensorMap, prefix: &str, routing: &Routing) -> Result<Self> {
+        let experts = routing.experts;
+        let stacked = |proj: &str| -> Result<Array> {
+            let switch = format!("{prefix}.switch_mlp.{proj}");
+            if weights.contains(&format!("{switch}.weight")) {
+                return weights.linear(&switch)?.to_dense();
+            }
+            let each = (0..experts)
+                .map(|e| {
+                    weights
+                        .linear(&format!("{prefix}.experts.{e}.{proj}"))?
+                        .to_dense()
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(stack(&each, 0)?)
+        };
+        let fused = format!("{prefix}.experts.gate_up_proj");
+        let (gate, up, down) = if weights.contains(&fused) {
+            let gate_up = weights.dense(&fused)?;
+            let inter = gate_up.dim(1) / 2;
+            (
+                gate_up.index((.., ..inter, ..)),
+                gate_up.index((.., inter.., ..)),
+                weights.dense(&format!("{prefix}.experts.down_proj"))?,
+            )
+        } else {
+            (
+                stacked("gate_proj")?,
+                stacked("up_proj")?,
+                stacked("down_proj")?,
+            )
+        };
+        // [experts, out, in] -> [experts, in, out]
+        let for_matmul =
+            |w: Array| -> Result<Array> { Ok(w.transpose_axes(&[0, 2, 1])?.contiguous()?) };
+        Ok(SparseMoe {
+            router: weights.linear(&format!("{prefix}.gate"))?,
+            gate: for_matmul(gate)?,
+            up: for_matmul(up)?,
+            down: for_matmul(down)?,
+            top_k: routing.top_k as i32,
+            normalize: routing.normalize,
+        })
+    }
+}
+
+impl FeedForward for SparseMoe {
+    fn forward(&self, ctx: &ForwardContext, x: &Array) -> Result<Array> {
+        let k = self.top_k;
+        let gates = softmax_axis(&ctx.linear(&self.router, x)?, -1, true)?;
+        // The k best experts per row (in no particular order) and their
+        // weights.
+        let experts = gates.dim(-1);
+        let chosen = argpartition_axis(&gates, experts - k, -1)?.index((.., .., experts - k..));
+        let mut scores = gates.take_along_axis(&chosen, -1)?;
+        if self.normalize {
+            scores = scores.divide(sum_axis(&scores, -1, true)?)?;
+        }
+        // Row r goes through its k experts: [1, rows, 1, 1, dim] against
+        // [experts, dim, inter] picked by [1, rows, k].
+        let rows = expand_dims_axes(x, &[-2, -3])?;
+        let through = |w: &Array, input: &Array| gather_mm(input, w, None, &chosen, false);
+        let hidden =
+            mlx_rs::nn::silu(through(&self.gate, &rows)?)?.multiply(through(&self.up, &rows)?)?;
+        let out = through(&self.down, &hidden)?; // [1, rows, k, 1, dim]
+        let out = out.squeeze_axes(&[-2])?; // [1, rows, k, dim]
+        let weighted = out.multiply(expand_dims_axes(&scores, &[-1])?)?;
+        Ok(sum_axis(&weighted, -2, false)?)
+    }
+
+    fn stored(&self) -> Vec<Array> {
+        vec![
+            self.router.stored(),
+            self.gate.clone(),
+            self.up.clone(),
+            self.down.clone(),
+        ]
+    }
+
+    fn batch_invariant(&self) -> bool {
+        false
+    }
+}
+
+/// Routed experts plus a shared expert every token goes through, scaled by
+/// its own gate (Qwen3-Next, Qwen3.5-MoE).
+pub struct SharedExpertMoe {
+    routed: SparseMoe,
+    shared: GatedMlp,
+    /// `[1, dim]`: one gate value per token.
+    shared_gate: Linear,
+}
+
+impl SharedExpertMoe {
+    pub fn load(weights: &TensorMap, prefix: &str, routing: &Routing) -> Result<Self> {
+        Ok(SharedExpertMoe {
+            routed: SparseMoe::load(weights, prefix, routing)?,
+            shared: GatedMlp::load(
+                weights,
+                &format!("{prefix}.shared_expert"),
+                Activation::Silu,
+            )?,
+            shared_gate: weights.linear(&format!("{prefix}.shared_expert_gate"))?,
+        })
+    }
+}
+
+impl FeedForward for SharedExpertMoe {
+    fn forward(&self, ctx: &ForwardContext, x: &Array) -> Result<Array> {
+        let routed = self.routed.forward(ctx, x)?;
+        let gate = sigmoid(&ctx.linear(&self.shared_gate, x)?)?;
+        let shared = self.shared.forward(ctx, x)?.multiply(&gate)?;
+        Ok(routed.add(&shared)?)
+    }
+
+    fn stored(&self) -> Vec<Array> {
+        let mut out = self.routed.stored();
+        out.extend(self.shared.stored());
+        out.push(self.shared_gate.stored());
+        out
+    }
+
+    fn batch_invariant(&self) -> bool {
+        false
+    }
+}
