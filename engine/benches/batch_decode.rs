@@ -104,7 +104,7 @@ fn openai(body: serde_json::Value) -> GenerationRequest {
 fn bare_loop(model: &LoadedModel, prompts: &[Vec<u32>], tokens: usize) -> f64 {
     let start = Instant::now();
     let mut kv = KvStore::new(model.model.kv_layout());
-    let slots: Vec<usize> = prompts.iter().map(|_| kv.open(None)).collect();
+    let slots: Vec<usize> = prompts.iter().map(|_| kv.open(None).unwrap()).collect();
     let mut next: Vec<[u32; 1]> = Vec::new();
     for (p, &slot) in prompts.iter().zip(&slots) {
         let item = [BatchItem {

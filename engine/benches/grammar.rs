@@ -83,7 +83,7 @@ fn main() {
         .encode("Describe a person as JSON.")
         .unwrap();
     let mut kv = KvStore::new(model.model.kv_layout());
-    let slots: Vec<usize> = (0..BATCH).map(|_| kv.open(None)).collect();
+    let slots: Vec<usize> = (0..BATCH).map(|_| kv.open(None).unwrap()).collect();
     for &slot in &slots {
         let item = [BatchItem {
             tokens: &prompt,

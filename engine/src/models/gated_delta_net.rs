@@ -50,7 +50,10 @@ impl DeltaNetDims {
             conv_kernel: hyper.usize(&["linear_conv_kernel_dim"]).unwrap_or(4),
             eps,
         };
-        if dims.key_heads == 0 || dims.value_heads % dims.key_heads != 0 || dims.conv_kernel < 2 {
+        if dims.key_heads == 0
+            || !dims.value_heads.is_multiple_of(dims.key_heads)
+            || dims.conv_kernel < 2
+        {
             return Err(EngineError::invalid_model(
                 origin,
                 format!(

@@ -394,7 +394,7 @@ impl KvStore {
         let written =
             write_rows(&mut c, slots, conv).and_then(|_| write_rows(&mut d, slots, delta));
         self.states[layer] = Some((c, d));
-        Ok(written?)
+        written
     }
 
     /// A copy of `slot`'s recurrent state as it is now, evaluated (empty

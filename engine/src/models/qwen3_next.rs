@@ -62,7 +62,7 @@ pub(super) fn build(
         .usize(&["full_attention_interval"])
         .unwrap_or(4)
         .max(1);
-    let recurrent = |i: usize| (i + 1) % interval != 0;
+    let recurrent = |i: usize| !(i + 1).is_multiple_of(interval);
     let dims = DeltaNetDims::read(hyper, config.rms_norm_eps, origin)?;
     let first_recurrent = (0..config.num_layers).find(|&i| recurrent(i));
     let hf = match first_recurrent {
@@ -71,7 +71,7 @@ pub(super) fn build(
     };
     let norm_offset = if hf { 1.0 } else { 0.0 };
     let rope_dims = (config.head_dim as f32 * hybrid.partial_rotary) as usize;
-    if rope_dims == 0 || rope_dims > config.head_dim || rope_dims % 2 != 0 {
+    if rope_dims == 0 || rope_dims > config.head_dim || !rope_dims.is_multiple_of(2) {
         return Err(EngineError::invalid_model(
             origin,
             format!(

@@ -91,7 +91,9 @@ impl Routing {
 
     /// Whether layer `i` routes to experts.
     pub fn sparse(&self, i: usize) -> bool {
-        self.experts > 0 && !self.dense_only.contains(&i) && (i + 1) % self.sparse_step == 0
+        self.experts > 0
+            && !self.dense_only.contains(&i)
+            && (i + 1).is_multiple_of(self.sparse_step)
     }
 }
 

@@ -479,4 +479,82 @@ mod tests {
         assert_eq!(pc.cached_len(&b), 0, "b was least recently used");
         assert_eq!(pc.cached_len(&c), 4);
     }
+
+    /// One attention layer and one recurrent layer, both of one value:
+    /// 8 bytes of KV per token, 8 bytes per snapshot.
+    fn hybrid_layout() -> KvLayout {
+        KvLayout {
+            layers: layout().layers,
+            recurrent: vec![crate::models::RecurrentLayer {
+                conv_len: 1,
+                conv_dim: 1,
+                value_heads: 1,
+                value_dim: 1,
+                key_dim: 1,
+            }],
+        }
+    }
+
+    /// A hybrid model's cache after `tokens`, its recurrent state `marker`.
+    fn hybrid_insert(pc: &mut PrefixCache, tokens: &[u32], marker: f32) {
+        let n = tokens.len() as i32;
+        let pos: Vec<f32> = (0..n).map(|p| p as f32).collect();
+        let k = Array::from_slice(&pos, &[1, 1, n, 1]);
+        let state = vec![(
+            Array::from_slice(&[marker], &[1, 1, 1]),
+            Array::from_slice(&[marker], &[1, 1, 1, 1]),
+        )];
+        let c = KvCache::from_segments(
+            &hybrid_layout(),
+            &[vec![(k.clone(), k)]],
+            tokens.len(),
+            Some(&state),
+            None,
+        )
+        .unwrap();
+        pc.insert(tokens, &c.store, c.slot).unwrap();
+    }
+
+    fn marker(m: &PrefixMatch) -> f32 {
+        m.state.as_ref().expect("a snapshot")[0].1.as_slice::<f32>()[0]
+    }
+
+    /// A recurrent model resumes only where a snapshot was taken: a match
+    /// past the last one falls back to it, with the state it holds.
+    #[test]
+    fn a_hybrid_prefix_resumes_at_the_deepest_snapshot() {
+        let mut pc = PrefixCache::new(&hybrid_layout(), 1 << 20, 1 << 20);
+        hybrid_insert(&mut pc, &[1, 2, 3], 3.0);
+        hybrid_insert(&mut pc, &[1, 2, 3, 4, 5, 6], 6.0);
+        assert_eq!(pc.snapshots(), 2);
+        let m = pc.lookup(&[1, 2, 3, 4, 5, 9], usize::MAX).unwrap();
+        assert_eq!((m.len, marker(&m)), (3, 3.0));
+        assert_eq!(pc.cached_len(&[1, 2, 3, 4, 5, 9]), 3);
+        let m = pc.lookup(&[1, 2, 3, 4, 5, 6, 7], usize::MAX).unwrap();
+        assert_eq!((m.len, marker(&m)), (6, 6.0));
+        assert_eq!(keys(&m), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        // Below the first snapshot nothing is reusable.
+        let m = pc.lookup(&[1, 2, 3], 2).unwrap();
+        assert_eq!((m.len, m.state.is_none()), (0, true));
+    }
+
+    /// Snapshots have their own budget: the least recently used goes, and
+    /// its leaf with it (its KV alone cannot resume anything).
+    #[test]
+    fn least_recently_used_snapshots_are_evicted_over_their_budget() {
+        let mut pc = PrefixCache::new(&hybrid_layout(), 1 << 20, 16);
+        hybrid_insert(&mut pc, &[1, 2, 3], 1.0);
+        hybrid_insert(&mut pc, &[4, 5, 6], 2.0);
+        pc.lookup(&[1, 2, 3, 9], usize::MAX).unwrap(); // [1, 2, 3] is now the more recent
+        hybrid_insert(&mut pc, &[7, 8, 9], 3.0);
+        assert_eq!((pc.snapshots(), pc.snapshot_bytes()), (2, 16));
+        assert_eq!(
+            pc.cached_len(&[4, 5, 6, 0]),
+            0,
+            "[4, 5, 6] was least recently used"
+        );
+        assert_eq!(pc.cached_tokens(), 6, "its KV went with its snapshot");
+        assert_eq!(pc.cached_len(&[1, 2, 3, 0]), 3);
+        assert_eq!(pc.cached_len(&[7, 8, 9, 0]), 3);
+    }
 }
