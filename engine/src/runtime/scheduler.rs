@@ -92,6 +92,7 @@ impl Scheduler {
         if let Err(e) = self.forward_and_sample() {
             self.fail_all(&e.to_string());
         }
+        self.cache_finished_turns();
         self.retain_running(|s| !s.finished);
         self.publish_counts();
     }
@@ -106,6 +107,27 @@ impl Scheduler {
             }
             kept
         });
+    }
+
+    /// A finished sequence's prompt and reply go into the prefix cache
+    /// (with a hybrid model's state at their end), so the next turn of the
+    /// conversation, whose prompt holds this one and its reply, reuses
+    /// them. A failure here costs only that reuse.
+    fn cache_finished_turns(&mut self) {
+        let Some(prefix) = &mut self.prefix else {
+            return;
+        };
+        for s in self.running.iter().filter(|s| s.finished) {
+            let Some(slot) = s.slot else { continue };
+            let Some(tokens) = s.tokens(self.kv.offset(slot)) else {
+                continue;
+            };
+            if tokens.len() > s.prompt.len() {
+                if let Err(e) = prefix.insert(&tokens, &self.kv, slot) {
+                    tracing::warn!(error = %e, "a finished turn was not cached");
+                }
+            }
+        }
     }
 
     fn drop_cancelled(&mut self) {

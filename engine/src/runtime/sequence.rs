@@ -67,6 +67,9 @@ pub struct Sequence {
     sampled: usize,
     /// The token to feed at the next decode step.
     pub next_input: [u32; 1],
+    /// Every sampled token fed back (or to be fed) as input, in order: the
+    /// reply as the slot holds it after the prompt.
+    replied: Vec<u32>,
     /// Whether the sequence decodes (its prompt is done).
     pub decoding: bool,
     sampler: Sampler,
@@ -102,6 +105,7 @@ impl Sequence {
             cached: 0,
             sampled: 0,
             next_input: [0],
+            replied: Vec::new(),
             decoding: false,
             sampler,
             decoder: IncrementalDecoder::new(),
@@ -110,6 +114,14 @@ impl Sequence {
     }
 
     /// Started and still computing its prompt.
+    /// The first `len` tokens of the sequence (prompt, then reply): what
+    /// its slot holds when `len` positions are written.
+    pub fn tokens(&self, len: usize) -> Option<Vec<u32>> {
+        let reply = len.checked_sub(self.prompt.len())?;
+        let reply = self.replied.get(..reply)?;
+        Some([&self.prompt[..], reply].concat())
+    }
+
     pub fn prefilling(&self) -> bool {
         self.slot.is_some() && self.prefilled < self.prompt.len()
     }
@@ -186,6 +198,7 @@ impl Sequence {
         }
         self.sampler.observe(token);
         self.next_input = [token];
+        self.replied.push(token);
         let piece = self.decoder.push(&text.tokenizer, token)?;
         let scan = self.stop.push(&piece);
         if let Some(k) = scan.stopped_by {
