@@ -9,7 +9,7 @@ mod conformance;
 
 use std::path::PathBuf;
 
-use afm_engine::loading::{convert, ExportDtype};
+use afm_engine::loading::{convert, ExportDtype, ModelSource, WeightMode};
 use afm_engine::runtime::argmax;
 use afm_engine::LoadedModel;
 use serde_json::Value;
@@ -46,6 +46,10 @@ fn ids(v: &Value) -> Vec<u32> {
 /// The prompt's last logits and 32 greedy ids, decoded one token per step.
 fn agrees_with_mlx_lm(name: &str) {
     let (loaded, reference) = load(name);
+    agrees(name, &loaded, &reference);
+}
+
+fn agrees(name: &str, loaded: &LoadedModel, reference: &Value) {
     let model = loaded.model.as_ref();
     let prompt = ids(&reference["prompt"]);
     let mut cache = model.new_cache();
@@ -207,9 +211,17 @@ fn qwen3_5_moe_agrees_with_mlx_lm() {
 
 /// Quantized by mlx-lm: 4-bit in groups of 32, the router and the shared
 /// expert's gate 8-bit in groups of 64 (per-module settings in config.json).
+/// Dequantized at load (the CPU's way), and kept quantized as on Metal:
+/// every projection through `quantized_matmul`, the experts through one
+/// `gather_qmm` each.
 #[test]
 fn qwen3_5_moe_4bit_agrees_with_mlx_lm() {
     agrees_with_mlx_lm("qwen3_5_moe_4bit");
+    let dir = folder("qwen3_5_moe_4bit");
+    let source = ModelSource::from_path(&dir).unwrap();
+    let kept = LoadedModel::load_source(&source, WeightMode::KeepQuantized).unwrap();
+    let (_, reference) = load("qwen3_5_moe_4bit");
+    agrees("qwen3_5_moe_4bit kept quantized", &kept, &reference);
 }
 
 /// The hybrid stack: ragged batch == alone, chunked == whole (the state

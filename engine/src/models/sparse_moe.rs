@@ -1,12 +1,15 @@
 //! Routed mixtures of SwiGLU experts (Qwen3-MoE, Qwen3-Next, Qwen3.5-MoE):
 //! a softmax router picks the top-k of `num_experts` experts per token
 //! (optionally renormalised over the chosen k) and the experts run through
-//! MLX's gather matmul; Qwen3-Next and Qwen3.5 add a shared expert scaled
-//! by `sigmoid(shared_expert_gate(x))`.
+//! MLX's gather matmul (`gather_qmm` on the experts as stored where the
+//! platform keeps weights quantized: one call per projection and layer);
+//! Qwen3-Next and Qwen3.5 add a shared expert scaled by
+//! `sigmoid(shared_expert_gate(x))`.
 
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::{
-    argpartition_axis, expand_dims_axes, gather_mm, sigmoid, softmax_axis, stack, sum_axis,
+    argpartition_axis, expand_dims_axes, gather_mm, gather_qmm, sigmoid, softmax_axis, stack,
+    sum_axis,
 };
 use mlx_rs::Array;
 
@@ -15,7 +18,7 @@ use super::forward::ForwardContext;
 use super::gated_mlp::{Activation, GatedMlp};
 use crate::error::{EngineError, Result};
 use crate::loading::config::HyperParams;
-use crate::loading::weights::{Linear, TensorMap};
+use crate::loading::weights::{Linear, QuantizedWeight, TensorMap};
 
 /// Which layers route and how, from the config.
 #[derive(Debug, Clone)]
@@ -97,15 +100,49 @@ impl Routing {
     }
 }
 
+/// One projection of every expert.
+enum Experts {
+    /// Transposed for `x @ w`: `[experts, in, out]`.
+    Dense(Array),
+    /// As stored: `[experts, out, in * bits / 32]` with its scales.
+    Quantized(QuantizedWeight),
+}
+
+impl Experts {
+    /// `x` (`[..., 1, in]`) through the experts `chosen` picks per row.
+    fn apply(&self, x: &Array, chosen: &Array) -> Result<Array> {
+        Ok(match self {
+            Experts::Dense(w) => gather_mm(x, w, None, chosen, false)?,
+            Experts::Quantized(q) => gather_qmm(
+                x,
+                &q.weight,
+                &q.scales,
+                q.biases.as_ref(),
+                None,
+                chosen,
+                true,
+                q.group_size,
+                q.bits,
+                false,
+            )?,
+        })
+    }
+
+    fn stored(&self) -> Array {
+        match self {
+            Experts::Dense(w) => w.clone(),
+            Experts::Quantized(q) => q.weight.clone(),
+        }
+    }
+}
+
 /// A routed mixture of SwiGLU experts.
 pub struct SparseMoe {
     /// The router: `[experts, dim]`.
     router: Linear,
-    /// Each projection for every expert, transposed for `x @ w`:
-    /// gate and up `[experts, dim, inter]`, down `[experts, inter, dim]`.
-    gate: Array,
-    up: Array,
-    down: Array,
+    gate: Experts,
+    up: Experts,
+    down: Experts,
     top_k: i32,
     normalize: bool,
 }
@@ -117,10 +154,18 @@ impl SparseMoe {
     /// `experts.down_proj`, Qwen3.5-MoE).
     pub fn load(weights: &TensorMap, prefix: &str, routing: &Routing) -> Result<Self> {
         let experts = routing.experts;
-        let stacked = |proj: &str| -> Result<Array> {
+        // [experts, out, in] -> [experts, in, out]
+        let for_matmul = |w: Array| -> Result<Experts> {
+            Ok(Experts::Dense(w.transpose_axes(&[0, 2, 1])?.contiguous()?))
+        };
+        let stacked = |proj: &str| -> Result<Experts> {
             let switch = format!("{prefix}.switch_mlp.{proj}");
             if weights.contains(&format!("{switch}.weight")) {
-                return weights.linear(&switch)?.to_dense();
+                // Kept quantized where the platform keeps weights so.
+                return match weights.linear(&switch)? {
+                    Linear::Quantized(q) => Ok(Experts::Quantized(q)),
+                    Linear::Dense(w) => for_matmul(w),
+                };
             }
             let each = (0..experts)
                 .map(|e| {
@@ -129,16 +174,16 @@ impl SparseMoe {
                         .to_dense()
                 })
                 .collect::<Result<Vec<_>>>()?;
-            Ok(stack(&each, 0)?)
+            for_matmul(stack(&each, 0)?)
         };
         let fused = format!("{prefix}.experts.gate_up_proj");
         let (gate, up, down) = if weights.contains(&fused) {
             let gate_up = weights.dense(&fused)?;
             let inter = gate_up.dim(1) / 2;
             (
-                gate_up.index((.., ..inter, ..)),
-                gate_up.index((.., inter.., ..)),
-                weights.dense(&format!("{prefix}.experts.down_proj"))?,
+                for_matmul(gate_up.index((.., ..inter, ..)))?,
+                for_matmul(gate_up.index((.., inter.., ..)))?,
+                for_matmul(weights.dense(&format!("{prefix}.experts.down_proj"))?)?,
             )
         } else {
             (
@@ -147,14 +192,11 @@ impl SparseMoe {
                 stacked("down_proj")?,
             )
         };
-        // [experts, out, in] -> [experts, in, out]
-        let for_matmul =
-            |w: Array| -> Result<Array> { Ok(w.transpose_axes(&[0, 2, 1])?.contiguous()?) };
         Ok(SparseMoe {
             router: weights.linear(&format!("{prefix}.gate"))?,
-            gate: for_matmul(gate)?,
-            up: for_matmul(up)?,
-            down: for_matmul(down)?,
+            gate,
+            up,
+            down,
             top_k: routing.top_k as i32,
             normalize: routing.normalize,
         })
@@ -176,7 +218,7 @@ impl FeedForward for SparseMoe {
         // Row r goes through its k experts: [1, rows, 1, 1, dim] against
         // [experts, dim, inter] picked by [1, rows, k].
         let rows = expand_dims_axes(x, &[-2, -3])?;
-        let through = |w: &Array, input: &Array| gather_mm(input, w, None, &chosen, false);
+        let through = |w: &Experts, input: &Array| w.apply(input, &chosen);
         let hidden =
             mlx_rs::nn::silu(through(&self.gate, &rows)?)?.multiply(through(&self.up, &rows)?)?;
         let out = through(&self.down, &hidden)?; // [1, rows, k, 1, dim]
@@ -188,9 +230,9 @@ impl FeedForward for SparseMoe {
     fn stored(&self) -> Vec<Array> {
         vec![
             self.router.stored(),
-            self.gate.clone(),
-            self.up.clone(),
-            self.down.clone(),
+            self.gate.stored(),
+            self.up.stored(),
+            self.down.stored(),
         ]
     }
 
