@@ -93,7 +93,9 @@ fn conforms(name: &str, batch_invariant: bool) {
     let invariant = loaded.model.set_batch_invariant(true);
     if batch_invariant {
         invariant.unwrap();
-        let lens = [13, 4, 9, 6, 15, 2, 8, 5];
+        // 32 sequences: the target alone and in slots of batches of 8, 16,
+        // 24 and 32.
+        let lens: Vec<usize> = (0..32).map(|i| 2 + (i * 7) % 14).collect();
         batch_invariant_mode(loaded.model.as_ref(), &scripts(vocab, &lens, 4), 64);
     } else {
         let err = invariant.expect_err("batch invariance must be refused");
@@ -170,11 +172,11 @@ fn qwen3_conforms() {
     conforms("qwen3", true);
 }
 
-/// Routed experts: batched == alone holds; batch invariance is refused
-/// rather than promised.
+/// Routed experts: batched == alone holds, and on the CPU (experts through
+/// `gather_mm`, one product per row) batch invariance too.
 #[test]
 fn qwen3_moe_conforms() {
-    conforms("qwen3_moe", false);
+    conforms("qwen3_moe", true);
 }
 
 #[test]
@@ -226,10 +228,10 @@ fn qwen3_5_moe_4bit_agrees_with_mlx_lm() {
 
 /// The hybrid stack: ragged batch == alone, chunked == whole (the state
 /// carried from chunk to chunk), a prefix hit from a snapshot == cold, and
-/// one that must fall back to an earlier snapshot.
+/// one that must fall back to an earlier snapshot; batch-invariant too.
 #[test]
 fn qwen3_next_conforms() {
-    conforms("qwen3_next", false);
+    conforms("qwen3_next", true);
 }
 
 #[test]
@@ -239,5 +241,15 @@ fn qwen3_5_conforms() {
 
 #[test]
 fn qwen3_5_moe_conforms() {
-    conforms("qwen3_5_moe", false);
+    conforms("qwen3_5_moe", true);
+}
+
+/// Experts kept quantized (`gather_qmm`, the Metal path) do not promise
+/// batch invariance: it is refused with the reason.
+#[test]
+fn quantized_experts_refuse_batch_invariance() {
+    let source = ModelSource::from_path(&folder("qwen3_5_moe_4bit")).unwrap();
+    let mut kept = LoadedModel::load_source(&source, WeightMode::KeepQuantized).unwrap();
+    let err = kept.model.set_batch_invariant(true).unwrap_err();
+    assert!(err.to_string().contains("--deterministic"), "{err}");
 }

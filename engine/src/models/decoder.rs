@@ -192,8 +192,9 @@ impl CausalLm for Decoder {
     fn set_batch_invariant(&mut self, on: bool) -> Result<()> {
         if on && !self.layers.iter().all(|l| l.ffn.batch_invariant()) {
             return Err(EngineError::Unsupported(format!(
-                "architecture '{}' routes tokens to experts in groups that depend on the \
-                 batch, so it cannot run batch-invariant (--deterministic)",
+                "architecture '{}' runs its experts through quantized gather kernels whose \
+                 rows are not known to be independent of the batch, so it cannot run \
+                 batch-invariant (--deterministic)",
                 self.config.architecture
             )));
         }

@@ -134,6 +134,14 @@ impl Experts {
             Experts::Quantized(q) => q.weight.clone(),
         }
     }
+
+    /// Whether a row's product is independent of the other rows: measured
+    /// for MLX's CPU `gather_mm` (one product per row and chosen expert;
+    /// bit-identical logits at any slot of batches up to 32, chunked and
+    /// cached, in `mlx_lm_reference`); not established for `gather_qmm`.
+    fn row_independent(&self) -> bool {
+        matches!(self, Experts::Dense(_))
+    }
 }
 
 /// A routed mixture of SwiGLU experts.
@@ -236,8 +244,12 @@ impl FeedForward for SparseMoe {
         ]
     }
 
+    /// Routing is per row (its own top-k of its own scores); with the
+    /// router row-blocked like every projection, the experts decide.
     fn batch_invariant(&self) -> bool {
-        false
+        [&self.gate, &self.up, &self.down]
+            .iter()
+            .all(|e| e.row_independent())
     }
 }
 
@@ -280,6 +292,6 @@ impl FeedForward for SharedExpertMoe {
     }
 
     fn batch_invariant(&self) -> bool {
-        false
+        self.routed.batch_invariant()
     }
 }
