@@ -253,3 +253,49 @@ fn quantized_experts_refuse_batch_invariance() {
     let err = kept.model.set_batch_invariant(true).unwrap_err();
     assert!(err.to_string().contains("--deterministic"), "{err}");
 }
+
+/// Gemma 4 (text): sliding and full layers with their own head sizes, KV
+/// head counts and RoPE (proportional on full layers), K = V on full
+/// layers, a weightless v norm, KV-shared last layers, per-layer
+/// embeddings, layer scalars, a soft-capped head.
+#[test]
+fn gemma4_agrees_with_mlx_lm() {
+    agrees_with_mlx_lm("gemma4_text");
+}
+
+/// Gemma 4's multimodal layout (`text_config`, `language_model.*`).
+#[test]
+fn gemma4_multimodal_text_part_agrees_with_mlx_lm() {
+    agrees_with_mlx_lm("gemma4");
+}
+
+/// Gemma 4's MoE (26B-A4B style): a dense GeGLU MLP and routed GeGLU
+/// experts side by side, Gemma's router (normed input, softmax over the
+/// chosen k, per-expert scale).
+#[test]
+fn gemma4_moe_agrees_with_mlx_lm() {
+    agrees_with_mlx_lm("gemma4_moe");
+}
+
+/// Windows crossed in chunks, shared layers reading their owners' KV,
+/// a prefix hit == cold; batch-invariant.
+#[test]
+fn gemma4_conforms() {
+    conforms("gemma4_text", true);
+}
+
+#[test]
+fn gemma4_moe_conforms() {
+    conforms("gemma4_moe", true);
+}
+
+/// KV-shared layers hold no buffers of their own: the prefix cache keeps
+/// each owner once.
+#[test]
+fn gemma4_shared_layers_keep_no_kv_of_their_own() {
+    let (loaded, _) = load("gemma4_text");
+    let layout = loaded.model.kv_layout();
+    let shared: Vec<Option<usize>> = layout.layers.iter().map(|l| l.shares).collect();
+    assert_eq!(shared, [None, None, None, None, Some(2), Some(3)]);
+    assert_eq!(layout.owners().count(), 4);
+}

@@ -12,6 +12,10 @@ pub struct LayerKv {
     /// Sliding-window attention: the layer attends to at most this many
     /// most recent positions (`None`: every position).
     pub window: Option<usize>,
+    /// The layer computes no keys and values of its own: it reads those
+    /// of attention layer `j` (Gemma 4's KV-shared layers), so it holds no
+    /// buffers and the prefix cache keeps the owner's once.
+    pub shares: Option<usize>,
 }
 
 /// One recurrent layer's state: the short convolution's last inputs and
@@ -61,6 +65,7 @@ impl KvLayout {
                 kv_heads,
                 head_dim,
                 window: None,
+                shares: None,
             };
             n
         ])
@@ -77,12 +82,25 @@ impl KvLayout {
         !self.recurrent.is_empty()
     }
 
-    /// Bytes of f32 keys and values one token takes over all layers.
+    /// Bytes of f32 keys and values one token takes over all layers (a
+    /// shared layer's are its owner's).
     pub fn bytes_per_token(&self) -> usize {
         self.layers
             .iter()
+            .filter(|l| l.shares.is_none())
             .map(|l| 2 * l.kv_heads * l.head_dim * std::mem::size_of::<f32>())
             .sum()
+    }
+
+    /// The attention layers that hold keys and values (not shared), in
+    /// order: what a KV segment has one entry for.
+    pub fn owners(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.layers.len()).filter(|&l| self.layers[l].shares.is_none())
+    }
+
+    /// The layer whose buffers layer `layer` reads.
+    pub fn owner_of(&self, layer: usize) -> usize {
+        self.layers[layer].shares.unwrap_or(layer)
     }
 
     /// Bytes of one sequence's recurrent state over all recurrent layers

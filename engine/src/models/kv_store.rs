@@ -35,7 +35,8 @@ use super::kv_layout::KvLayout;
 use crate::error::{EngineError, Result};
 
 /// Keys and values of a run of positions of one sequence, one pair per
-/// layer, each `[1, kv_heads, len, head_dim]`.
+/// layer that holds its own (a shared layer's are its owner's), each
+/// `[1, kv_heads, len, head_dim]`.
 pub type KvSegment = Vec<(Array, Array)>;
 
 /// One sequence's recurrent state at one position, one `(conv, delta)`
@@ -197,6 +198,10 @@ impl KvStore {
         let mut layers = Vec::with_capacity(self.layers.len());
         for (layer, kv) in self.layers.iter().enumerate() {
             let l = self.layout.layers[layer];
+            if l.shares.is_some() {
+                layers.push(None);
+                continue;
+            }
             let shape = [
                 slots as i32,
                 l.kv_heads as i32,
@@ -264,7 +269,7 @@ impl KvStore {
     /// Keys and values of `layer` for `slots` (`[n, kv_heads, positions,
     /// d]`): a slice when the slots are `0..n`, else one gather.
     pub fn rows(&self, layer: usize, slots: &SlotSet, positions: usize) -> Result<(Array, Array)> {
-        let (k, v) = self.layers[layer]
+        let (k, v) = self.layers[self.layout.owner_of(layer)]
             .as_ref()
             .expect("written before it is read");
         let p = positions as i32;
@@ -282,7 +287,7 @@ impl KvStore {
 
     /// Keys and values of `layer` for one slot: `[1, kv_heads, positions, d]`.
     pub fn slot(&self, layer: usize, slot: usize, positions: usize) -> (Array, Array) {
-        let (k, v) = self.layers[layer]
+        let (k, v) = self.layers[self.layout.owner_of(layer)]
             .as_ref()
             .expect("written before it is read");
         let (s, p) = (slot as i32, positions as i32);
@@ -316,11 +321,12 @@ impl KvStore {
             self.restore(slot, state)?;
         }
         let s = slot as i32;
-        for layer in 0..self.layers.len() {
+        let owners: Vec<usize> = self.layout.owners().collect();
+        for (entry, &layer) in owners.iter().enumerate() {
             let (mut k, mut v) = self.take(layer);
             let mut at = 0i32;
             for seg in segments {
-                let (sk, sv) = &seg[layer];
+                let (sk, sv) = &seg[entry];
                 let n = sk.dim(2);
                 k.try_index_mut((s..s + 1, .., at..at + n, ..), sk)?;
                 v.try_index_mut((s..s + 1, .., at..at + n, ..), sv)?;
@@ -338,10 +344,10 @@ impl KvStore {
     pub fn segment(&self, slot: usize, start: usize, end: usize) -> Result<KvSegment> {
         let (s, a, b) = (slot as i32, start as i32, end as i32);
         let segment: KvSegment = self
-            .layers
-            .iter()
+            .layout
+            .owners()
             .map(|l| {
-                let (k, v) = l.as_ref().expect("segment of a written slot");
+                let (k, v) = self.layers[l].as_ref().expect("segment of a written slot");
                 Ok((
                     k.index((s..s + 1, .., a..b, ..)).contiguous()?,
                     v.index((s..s + 1, .., a..b, ..)).contiguous()?,

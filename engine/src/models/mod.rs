@@ -1,6 +1,6 @@
 //! Decoder architectures behind one trait ([`CausalLm`]), one file each
 //! (`llama.rs`, `qwen3.rs`, `qwen3_moe.rs`, `qwen3_next.rs`, `qwen3_5.rs`,
-//! `gemma3.rs`), over what they share: the forward context (batch layout,
+//! `gemma3.rs`, `gemma4.rs`), over what they share: the forward context (batch layout,
 //! the attention and recurrent paths, batch-invariant linear layers), the
 //! blocks HF checkpoints have in common (self-attention, the Gated DeltaNet
 //! mixer, gated MLP, routed experts, LM head), the KV layout a model
@@ -13,6 +13,7 @@ mod forward;
 mod gated_delta_net;
 mod gated_mlp;
 mod gemma3;
+mod gemma4;
 mod kv_layout;
 mod kv_store;
 mod llama;

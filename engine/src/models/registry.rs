@@ -7,7 +7,7 @@ use crate::loading::config::{HyperParams, ModelConfig};
 use crate::loading::weights::TensorMap;
 
 use super::causal_lm::CausalLm;
-use super::{gemma3, llama, qwen3, qwen3_5, qwen3_moe, qwen3_next};
+use super::{gemma3, gemma4, llama, qwen3, qwen3_5, qwen3_moe, qwen3_next};
 
 /// One architecture.
 pub struct Architecture {
@@ -158,6 +158,22 @@ pub static ARCHITECTURES: &[Architecture] = &[
         default_chat_template: Some(include_str!("templates/gemma3.jinja")),
         turn_end_tokens: &["<end_of_turn>"],
         load: gemma3::load,
+    },
+    // Gemma 4 loads from HF/MLX folders (a multimodal one's `text_config`
+    // names `gemma4_text`); its GGUF tensors are not mapped.
+    Architecture {
+        name: "gemma4_text",
+        gguf_name: "gemma4",
+        hf_class: "Gemma4ForCausalLM",
+        aliases: &[],
+        gguf_permutes_qk: false,
+        gguf_keys: &[],
+        gguf_tensors: &[],
+        hf_activation: ("hidden_activation", "gelu_pytorch_tanh"),
+        gguf_norm_shift: 0.0,
+        default_chat_template: None,
+        turn_end_tokens: &["<turn|>", "<|tool_response>"],
+        load: gemma4::load,
     },
 ];
 

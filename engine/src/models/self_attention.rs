@@ -4,6 +4,7 @@
 //! RoPE and window), then the output projection, gated when the spec says
 //! so.
 
+use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
 
 use super::forward::{AttentionSpec, ForwardContext};
@@ -21,7 +22,15 @@ impl SelfAttention {
     /// The projections under `prefix` (e.g. `model.layers.3.self_attn`).
     pub fn load(weights: &TensorMap, prefix: &str, spec: AttentionSpec) -> Result<Self> {
         let linear = |name: &str| weights.linear(&format!("{prefix}.{name}"));
-        let mut parts = vec![linear("q_proj")?, linear("k_proj")?, linear("v_proj")?];
+        // A layer sharing another's KV projects queries only; with K = V
+        // there is no value projection.
+        let mut parts = vec![linear("q_proj")?];
+        if spec.shares_kv_of.is_none() {
+            parts.push(linear("k_proj")?);
+            if !spec.k_eq_v {
+                parts.push(linear("v_proj")?);
+            }
+        }
         if spec.output_gate {
             // Rows per head: `head_dim` queries, then `head_dim` gate values.
             let d = spec.head_dim as i32;
@@ -48,20 +57,31 @@ impl SelfAttention {
     /// Layer `layer`'s attention over the batch rows `x`.
     pub fn forward(&self, ctx: &mut ForwardContext, layer: usize, x: &Array) -> Result<Array> {
         // q and k side by side, so one RoPE call rotates both.
-        if self.spec.output_gate {
+        let spec = &self.spec;
+        if spec.output_gate {
             let [qk, v, gate]: [Array; 3] = ctx
                 .fused_grouped(&self.qkv, x, &[2, 1, 1])?
                 .try_into()
                 .expect("q and k, then v, then the gate");
-            let o = ctx.attention(layer, &qk, &v, &self.spec)?;
+            let o = ctx.attention(layer, &qk, Some(&v), spec)?;
             let o = o.multiply(mlx_rs::ops::sigmoid(&gate)?)?;
             return ctx.linear(&self.o, &o);
         }
-        let [qk, v]: [Array; 2] = ctx
-            .fused_grouped(&self.qkv, x, &[2, 1])?
-            .try_into()
-            .expect("q and k, then v");
-        let o = ctx.attention(layer, &qk, &v, &self.spec)?;
+        let o = if spec.shares_kv_of.is_some() {
+            let q = ctx.fused(&self.qkv, x)?.remove(0);
+            ctx.attention(layer, &q, None, spec)?
+        } else if spec.k_eq_v {
+            let qk = ctx.fused_grouped(&self.qkv, x, &[2])?.remove(0);
+            // The values: the key projection's output as it is.
+            let v = qk.index((.., .., (spec.heads * spec.head_dim) as i32..));
+            ctx.attention(layer, &qk, Some(&v), spec)?
+        } else {
+            let [qk, v]: [Array; 2] = ctx
+                .fused_grouped(&self.qkv, x, &[2, 1])?
+                .try_into()
+                .expect("q and k, then v");
+            ctx.attention(layer, &qk, Some(&v), spec)?
+        };
         ctx.linear(&self.o, &o)
     }
 

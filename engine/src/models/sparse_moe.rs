@@ -109,6 +109,11 @@ enum Experts {
 }
 
 impl Experts {
+    /// Stacked `[experts, out, in]`, transposed for `x @ w`.
+    fn dense(w: Array) -> Result<Self> {
+        Ok(Experts::Dense(w.transpose_axes(&[0, 2, 1])?.contiguous()?))
+    }
+
     /// `x` (`[..., 1, in]`) through the experts `chosen` picks per row.
     fn apply(&self, x: &Array, chosen: &Array) -> Result<Array> {
         Ok(match self {
@@ -144,13 +149,65 @@ impl Experts {
     }
 }
 
+/// Every expert's gated MLP (`down(act(gate(x)) * up(x))`), run for the
+/// experts each row chose.
+pub struct ExpertStack {
+    gate: Experts,
+    up: Experts,
+    down: Experts,
+    activation: Activation,
+}
+
+impl ExpertStack {
+    /// `<prefix>.{gate,up,down}_proj.weight` stacked `[experts, out, in]`
+    /// (MLX's SwitchGLU), kept quantized where the platform keeps weights
+    /// so.
+    pub fn load(weights: &TensorMap, prefix: &str, activation: Activation) -> Result<Self> {
+        let part = |proj: &str| -> Result<Experts> {
+            match weights.linear(&format!("{prefix}.{proj}"))? {
+                Linear::Quantized(q) => Ok(Experts::Quantized(q)),
+                Linear::Dense(w) => Experts::dense(w),
+            }
+        };
+        Ok(ExpertStack {
+            gate: part("gate_proj")?,
+            up: part("up_proj")?,
+            down: part("down_proj")?,
+            activation,
+        })
+    }
+
+    /// `x` (`[1, rows, dim]`) through each row's experts `chosen`
+    /// (`[1, rows, k]`): `[1, rows, k, dim]`.
+    pub fn forward(&self, x: &Array, chosen: &Array) -> Result<Array> {
+        // [1, rows, 1, 1, dim] against [experts, dim, inter].
+        let rows = expand_dims_axes(x, &[-2, -3])?;
+        let gate = self.gate.apply(&rows, chosen)?;
+        let gate = match self.activation {
+            Activation::Silu => mlx_rs::nn::silu(gate)?,
+            Activation::GeluTanh => mlx_rs::nn::gelu_approximate(gate)?,
+        };
+        let hidden = gate.multiply(self.up.apply(&rows, chosen)?)?;
+        let out = self.down.apply(&hidden, chosen)?; // [1, rows, k, 1, dim]
+        Ok(out.squeeze_axes(&[-2])?)
+    }
+
+    pub fn row_independent(&self) -> bool {
+        [&self.gate, &self.up, &self.down]
+            .iter()
+            .all(|e| e.row_independent())
+    }
+
+    pub fn stored(&self) -> Vec<Array> {
+        vec![self.gate.stored(), self.up.stored(), self.down.stored()]
+    }
+}
+
 /// A routed mixture of SwiGLU experts.
 pub struct SparseMoe {
     /// The router: `[experts, dim]`.
     router: Linear,
-    gate: Experts,
-    up: Experts,
-    down: Experts,
+    experts: ExpertStack,
     top_k: i32,
     normalize: bool,
 }
@@ -161,50 +218,40 @@ impl SparseMoe {
     /// fused (`experts.gate_up_proj` `[experts, 2 * inter, dim]` and
     /// `experts.down_proj`, Qwen3.5-MoE).
     pub fn load(weights: &TensorMap, prefix: &str, routing: &Routing) -> Result<Self> {
-        let experts = routing.experts;
-        // [experts, out, in] -> [experts, in, out]
-        let for_matmul = |w: Array| -> Result<Experts> {
-            Ok(Experts::Dense(w.transpose_axes(&[0, 2, 1])?.contiguous()?))
-        };
-        let stacked = |proj: &str| -> Result<Experts> {
-            let switch = format!("{prefix}.switch_mlp.{proj}");
-            if weights.contains(&format!("{switch}.weight")) {
-                // Kept quantized where the platform keeps weights so.
-                return match weights.linear(&switch)? {
-                    Linear::Quantized(q) => Ok(Experts::Quantized(q)),
-                    Linear::Dense(w) => for_matmul(w),
-                };
-            }
-            let each = (0..experts)
-                .map(|e| {
-                    weights
-                        .linear(&format!("{prefix}.experts.{e}.{proj}"))?
-                        .to_dense()
-                })
-                .collect::<Result<Vec<_>>>()?;
-            for_matmul(stack(&each, 0)?)
-        };
+        let switch = format!("{prefix}.switch_mlp");
         let fused = format!("{prefix}.experts.gate_up_proj");
-        let (gate, up, down) = if weights.contains(&fused) {
+        let experts = if weights.contains(&format!("{switch}.gate_proj.weight")) {
+            ExpertStack::load(weights, &switch, Activation::Silu)?
+        } else if weights.contains(&fused) {
             let gate_up = weights.dense(&fused)?;
             let inter = gate_up.dim(1) / 2;
-            (
-                for_matmul(gate_up.index((.., ..inter, ..)))?,
-                for_matmul(gate_up.index((.., inter.., ..)))?,
-                for_matmul(weights.dense(&format!("{prefix}.experts.down_proj"))?)?,
-            )
+            ExpertStack {
+                gate: Experts::dense(gate_up.index((.., ..inter, ..)))?,
+                up: Experts::dense(gate_up.index((.., inter.., ..)))?,
+                down: Experts::dense(weights.dense(&format!("{prefix}.experts.down_proj"))?)?,
+                activation: Activation::Silu,
+            }
         } else {
-            (
-                stacked("gate_proj")?,
-                stacked("up_proj")?,
-                stacked("down_proj")?,
-            )
+            let each = |proj: &str| -> Result<Experts> {
+                let all = (0..routing.experts)
+                    .map(|e| {
+                        weights
+                            .linear(&format!("{prefix}.experts.{e}.{proj}"))?
+                            .to_dense()
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Experts::dense(stack(&all, 0)?)
+            };
+            ExpertStack {
+                gate: each("gate_proj")?,
+                up: each("up_proj")?,
+                down: each("down_proj")?,
+                activation: Activation::Silu,
+            }
         };
         Ok(SparseMoe {
             router: weights.linear(&format!("{prefix}.gate"))?,
-            gate,
-            up,
-            down,
+            experts,
             top_k: routing.top_k as i32,
             normalize: routing.normalize,
         })
@@ -223,33 +270,21 @@ impl FeedForward for SparseMoe {
         if self.normalize {
             scores = scores.divide(sum_axis(&scores, -1, true)?)?;
         }
-        // Row r goes through its k experts: [1, rows, 1, 1, dim] against
-        // [experts, dim, inter] picked by [1, rows, k].
-        let rows = expand_dims_axes(x, &[-2, -3])?;
-        let through = |w: &Experts, input: &Array| w.apply(input, &chosen);
-        let hidden =
-            mlx_rs::nn::silu(through(&self.gate, &rows)?)?.multiply(through(&self.up, &rows)?)?;
-        let out = through(&self.down, &hidden)?; // [1, rows, k, 1, dim]
-        let out = out.squeeze_axes(&[-2])?; // [1, rows, k, dim]
+        let out = self.experts.forward(x, &chosen)?; // [1, rows, k, dim]
         let weighted = out.multiply(expand_dims_axes(&scores, &[-1])?)?;
         Ok(sum_axis(&weighted, -2, false)?)
     }
 
     fn stored(&self) -> Vec<Array> {
-        vec![
-            self.router.stored(),
-            self.gate.stored(),
-            self.up.stored(),
-            self.down.stored(),
-        ]
+        let mut out = vec![self.router.stored()];
+        out.extend(self.experts.stored());
+        out
     }
 
     /// Routing is per row (its own top-k of its own scores); with the
     /// router row-blocked like every projection, the experts decide.
     fn batch_invariant(&self) -> bool {
-        [&self.gate, &self.up, &self.down]
-            .iter()
-            .all(|e| e.row_independent())
+        self.experts.row_independent()
     }
 }
 

@@ -446,6 +446,7 @@ mod tests {
             kv_heads: 1,
             head_dim: 1,
             window: Some(2),
+            shares: None,
         }]);
         let tokens = [1, 2, 3, 4, 5, 6];
         let pos: Vec<f32> = (0..6).map(|p| p as f32).collect();

@@ -32,6 +32,9 @@ pub struct AttentionSpec {
     /// a fraction of it: Qwen3-Next's and Qwen3.5's partial RoPE); the
     /// rest pass through.
     pub rope_dims: usize,
+    /// RoPE's wavelengths per feature pair instead of `rope_base`'s
+    /// (Gemma 4's proportional RoPE: infinite for pairs left unrotated).
+    pub rope_freqs: Option<Array>,
     /// Interleaved ("traditional") RoPE instead of rotate-half.
     pub rope_traditional: bool,
     /// Per-head RMSNorm of queries and keys before RoPE (Qwen3, Gemma 3).
@@ -43,6 +46,15 @@ pub struct AttentionSpec {
     /// as wide, each head's queries followed by as many gate values, and
     /// the output is `o_proj(attention * sigmoid(gate))`.
     pub output_gate: bool,
+    /// A weightless RMSNorm of values, with this eps (Gemma 4).
+    pub v_norm: Option<f32>,
+    /// Values are the key projection's output before its norm and RoPE;
+    /// there is no value projection (Gemma 4's `attention_k_eq_v`).
+    pub k_eq_v: bool,
+    /// The layer reads the keys and values of attention layer `j` and
+    /// computes only queries (Gemma 4's KV-shared layers); its q/k norm
+    /// then covers the query heads alone.
+    pub shares_kv_of: Option<usize>,
 }
 
 /// Per-head RMSNorm of queries and keys, both in one call over the joint
@@ -88,10 +100,14 @@ impl AttentionSpec {
             scale: (config.head_dim as f32).powf(-0.5),
             rope_base: config.rope_theta,
             rope_dims: config.head_dim,
+            rope_freqs: None,
             rope_traditional: config.rope_traditional,
             qk_norm: None,
             window: None,
             output_gate: false,
+            v_norm: None,
+            k_eq_v: false,
+            shares_kv_of: None,
         }
     }
 
@@ -102,6 +118,7 @@ impl AttentionSpec {
             kv_heads: self.kv_heads,
             head_dim: self.head_dim,
             window: self.window,
+            shares: self.shares_kv_of,
         }
     }
 
@@ -127,18 +144,59 @@ impl AttentionSpec {
     }
 }
 
-/// Queries, keys and values of new rows, RoPE applied: `[n, heads, l, d]`,
-/// `[n, kv_heads, l, d]` twice.
+/// Queries of new rows and, for a layer with keys and values of its own,
+/// those keys and values; RoPE applied: `[n, heads, l, d]`, `[n, kv_heads,
+/// l, d]` twice.
 pub(super) struct NewRows {
     pub q: Array,
-    pub k: Array,
-    pub v: Array,
+    pub kv: Option<(Array, Array)>,
+}
+
+impl AttentionSpec {
+    /// Heads the joint q-and-k rows hold: the queries, then the layer's own
+    /// keys (none for a layer that shares another's).
+    fn qk_heads(&self) -> usize {
+        match self.shares_kv_of {
+            Some(_) => self.heads,
+            None => self.heads + self.kv_heads,
+        }
+    }
+
+    /// RoPE's base, unless explicit wavelengths replace it.
+    fn rope_base(&self) -> Option<f32> {
+        match self.rope_freqs {
+            Some(_) => None,
+            None => Some(self.rope_base),
+        }
+    }
+
+    /// The rows' queries, and keys and values (`v`: `None` for a shared
+    /// layer), from joint q-and-k heads already rotated.
+    fn new_rows(&self, qk: Array, v: Option<Array>, n: i32, l: i32) -> Result<NewRows> {
+        let h = self.heads as i32;
+        let kv = match v {
+            None => None,
+            Some(v) => {
+                let v = self.split_heads(&v, n, l, self.kv_heads)?;
+                let v = match self.v_norm {
+                    Some(eps) => rms_norm(v, None, eps)?,
+                    None => v,
+                };
+                Some((qk.index((.., h..)), v))
+            }
+        };
+        Ok(NewRows {
+            q: qk.index((.., ..h)),
+            kv,
+        })
+    }
 }
 
 /// The decode group's rows, rotated each at its own position (one call).
 pub(super) fn decode_rows(
     spec: &AttentionSpec,
-    [qk, v]: [&Array; 2],
+    qk: &Array,
+    v: Option<&Array>,
     decode: &DecodeGroup,
 ) -> Result<NewRows> {
     let n = decode.items.len() as i32;
@@ -148,49 +206,40 @@ pub(super) fn decode_rows(
             None => all.clone(),
         })
     };
-    let qk = spec.normed(spec.split_heads(&pick(qk)?, n, 1, spec.heads + spec.kv_heads)?)?;
+    let qk = spec.normed(spec.split_heads(&pick(qk)?, n, 1, spec.qk_heads())?)?;
     let qk = rope_dynamic(
         qk,
         spec.rope_dims as i32,
         spec.rope_traditional,
-        spec.rope_base,
+        spec.rope_base(),
         1.0,
         &decode.offsets,
-        None,
+        spec.rope_freqs.as_ref(),
     )?;
-    let h = spec.heads as i32;
-    Ok(NewRows {
-        q: qk.index((.., ..h)),
-        k: qk.index((.., h..)),
-        v: spec.split_heads(&pick(v)?, n, 1, spec.kv_heads)?,
-    })
+    spec.new_rows(qk, v.map(pick).transpose()?, n, 1)
 }
 
 /// One item's chunk (batch rows `rows`), rotated from position `offset`.
 pub(super) fn chunk_rows(
     spec: &AttentionSpec,
-    [qk, v]: [&Array; 2],
+    qk: &Array,
+    v: Option<&Array>,
     rows: std::ops::Range<i32>,
     offset: usize,
 ) -> Result<NewRows> {
     let l = rows.end - rows.start;
     let take = |all: &Array| all.index((.., rows.clone(), ..));
-    let qk = spec.normed(spec.split_heads(&take(qk), 1, l, spec.heads + spec.kv_heads)?)?;
+    let qk = spec.normed(spec.split_heads(&take(qk), 1, l, spec.qk_heads())?)?;
     let qk = rope(
         qk,
         spec.rope_dims as i32,
         spec.rope_traditional,
-        spec.rope_base,
+        spec.rope_base(),
         1.0,
         offset as i32,
-        None,
+        spec.rope_freqs.as_ref(),
     )?;
-    let h = spec.heads as i32;
-    Ok(NewRows {
-        q: qk.index((.., ..h)),
-        k: qk.index((.., h..)),
-        v: spec.split_heads(&take(v), 1, l, spec.kv_heads)?,
-    })
+    spec.new_rows(qk, v.map(take), 1, l)
 }
 
 /// Writes the decode group's new keys and values: one scatter each, row
@@ -198,12 +247,12 @@ pub(super) fn chunk_rows(
 pub(super) fn write_decode(
     [keys, values]: [&mut Array; 2],
     decode: &DecodeGroup,
-    new: &NewRows,
+    (k, v): &(Array, Array),
 ) -> Result<()> {
-    let (n, kv_heads, d) = (new.k.dim(0), new.k.dim(1), new.k.dim(3));
+    let (n, kv_heads, d) = (k.dim(0), k.dim(1), k.dim(3));
     let at = (decode.slots.index(), .., &decode.offsets, ..);
-    keys.try_index_mut(at, new.k.reshape(&[n, kv_heads, d])?)?;
-    values.try_index_mut(at, new.v.reshape(&[n, kv_heads, d])?)?;
+    keys.try_index_mut(at, k.reshape(&[n, kv_heads, d])?)?;
+    values.try_index_mut(at, v.reshape(&[n, kv_heads, d])?)?;
     Ok(())
 }
 
@@ -212,12 +261,12 @@ pub(super) fn write_chunk(
     [keys, values]: [&mut Array; 2],
     slot: usize,
     offset: usize,
-    new: &NewRows,
+    (k, v): &(Array, Array),
 ) -> Result<()> {
     let (s, a) = (slot as i32, offset as i32);
-    let at = || (s..s + 1, .., a..a + new.k.dim(2), ..);
-    keys.try_index_mut(at(), &new.k)?;
-    values.try_index_mut(at(), &new.v)?;
+    let at = || (s..s + 1, .., a..a + k.dim(2), ..);
+    keys.try_index_mut(at(), k)?;
+    values.try_index_mut(at(), v)?;
     Ok(())
 }
 
@@ -419,11 +468,7 @@ mod tests {
         assert_eq!(group.positions, [5, 1]);
         let rows: Vec<f32> = (0..12).map(|x| x as f32 + 1.0).collect();
         let k = Array::from_slice(&rows, &[2, 2, 1, 3]);
-        let new = NewRows {
-            q: k.clone(),
-            k: k.clone(),
-            v: k.negative().unwrap(),
-        };
+        let new = (k.clone(), k.negative().unwrap());
         let (mut keys, mut values) = kv.take(0);
         write_decode([&mut keys, &mut values], &group, &new).unwrap();
         kv.put(0, (keys, values));

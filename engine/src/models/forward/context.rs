@@ -78,22 +78,25 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
     }
 
     /// Attention of layer `layer` for every item: `qk` holds each row's
-    /// queries then keys (`[1, rows, (heads + kv_heads) * head_dim]`), `v`
-    /// its values. RoPE is applied here (q and k in one call per group), the
-    /// new keys and values are all written into the store first (so each
-    /// buffer is updated in place, once per writer), then the decode group
-    /// attends in one call (one per fixed capacity in batch-invariant mode)
-    /// and each chunk over its slot. The output comes back in row order:
+    /// queries then keys (`[1, rows, (heads + kv_heads) * head_dim]`; the
+    /// queries alone for a layer that shares another's KV, which passes no
+    /// `v`), `v` its values. RoPE is applied here (q and k in one call per
+    /// group), the new keys and values are all written into the store first
+    /// (so each buffer is updated in place, once per writer), then the
+    /// decode group attends in one call (one per fixed capacity in
+    /// batch-invariant mode) and each chunk over its slot. A shared layer
+    /// writes nothing and reads its owner's buffers (written earlier in
+    /// this pass). The output comes back in row order:
     /// `[1, rows, heads * head_dim]`.
     pub fn attention(
         &mut self,
         layer: usize,
         qk: &Array,
-        v: &Array,
+        v: Option<&Array>,
         spec: &AttentionSpec,
     ) -> Result<Array> {
         let decode = match &self.layout.decode {
-            Some(d) => Some(attention::decode_rows(spec, [qk, v], d)?),
+            Some(d) => Some(attention::decode_rows(spec, qk, v, d)?),
             None => None,
         };
         // Per chunk: its slot, its first position and its new rows.
@@ -105,18 +108,24 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
             let start = self.layout.starts[i];
             let rows = start..start + item.tokens.len() as i32;
             let offset = self.kv.offset(item.slot);
-            let new = attention::chunk_rows(spec, [qk, v], rows, offset)?;
+            let new = attention::chunk_rows(spec, qk, v, rows, offset)?;
             chunks.push((item.slot, offset, new));
         }
 
-        let (mut keys, mut values) = self.kv.take(layer);
-        if let (Some(group), Some(new)) = (&self.layout.decode, &decode) {
-            attention::write_decode([&mut keys, &mut values], group, new)?;
+        if spec.shares_kv_of.is_none() {
+            let (mut keys, mut values) = self.kv.take(layer);
+            if let (Some(group), Some(NewRows { kv: Some(kv), .. })) =
+                (&self.layout.decode, &decode)
+            {
+                attention::write_decode([&mut keys, &mut values], group, kv)?;
+            }
+            for (slot, offset, new) in &chunks {
+                if let Some(kv) = &new.kv {
+                    attention::write_chunk([&mut keys, &mut values], *slot, *offset, kv)?;
+                }
+            }
+            self.kv.put(layer, (keys, values));
         }
-        for (slot, offset, new) in &chunks {
-            attention::write_chunk([&mut keys, &mut values], *slot, *offset, new)?;
-        }
-        self.kv.put(layer, (keys, values));
 
         let mut pieces = Vec::new();
         if let (Some(group), Some(new)) = (&self.layout.decode, &decode) {
