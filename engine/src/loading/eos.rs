@@ -50,15 +50,22 @@ impl EosSet {
     }
 
     /// `eos_token_id` of `config.json` and `generation_config.json` in `dir`
-    /// (either may be absent; each may hold an int or a list).
+    /// (either may be absent; each may hold an int or a list), and of a
+    /// multimodal config's `text_config` (Gemma 4 lists its turn ends
+    /// there).
     pub fn from_config_files(dir: &Path) -> Result<Self> {
         let mut set = EosSet::default();
         for name in ["config.json", "generation_config.json"] {
             let path = dir.join(name);
             if path.is_file() {
                 let cfg: EosField = read_json(&path)?;
-                set.ids
-                    .extend(cfg.eos_token_id.into_iter().flat_map(OneOrMany::into_vec));
+                let text = cfg.text_config.and_then(|t| t.eos_token_id);
+                set.ids.extend(
+                    cfg.eos_token_id
+                        .into_iter()
+                        .chain(text)
+                        .flat_map(OneOrMany::into_vec),
+                );
             }
         }
         Ok(set)
@@ -71,6 +78,12 @@ impl EosSet {
 
 #[derive(Deserialize)]
 struct EosField {
+    eos_token_id: Option<OneOrMany>,
+    text_config: Option<TextEos>,
+}
+
+#[derive(Deserialize)]
+struct TextEos {
     eos_token_id: Option<OneOrMany>,
 }
 
@@ -87,5 +100,31 @@ impl OneOrMany {
             OneOrMany::One(id) => vec![id],
             OneOrMany::Many(ids) => ids,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A multimodal config's text model declares its own ends: they join
+    /// the top level's and generation_config.json's.
+    #[test]
+    fn the_text_configs_ends_join_the_set() {
+        let dir = std::env::temp_dir().join(format!("afm-eos-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config.json"),
+            r#"{"eos_token_id": 1, "text_config": {"eos_token_id": [1, 106, 50]}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("generation_config.json"),
+            r#"{"eos_token_id": [1, 106]}"#,
+        )
+        .unwrap();
+        let set = EosSet::from_config_files(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(set.ids().collect::<Vec<_>>(), [1, 50, 106]);
     }
 }
