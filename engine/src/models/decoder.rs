@@ -16,7 +16,8 @@ use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
 use super::lm_head;
 use super::self_attention::SelfAttention;
-use crate::error::{EngineError, Result};
+use super::sparse_moe::experts_refuse_batch_invariance;
+use crate::error::Result;
 use crate::loading::config::ModelConfig;
 use crate::loading::weights::{Embedding, Linear, TensorMap};
 
@@ -191,12 +192,7 @@ impl CausalLm for Decoder {
 
     fn set_batch_invariant(&mut self, on: bool) -> Result<()> {
         if on && !self.layers.iter().all(|l| l.ffn.batch_invariant()) {
-            return Err(EngineError::Unsupported(format!(
-                "architecture '{}' runs its experts through quantized gather kernels whose \
-                 rows are not known to be independent of the batch, so it cannot run \
-                 batch-invariant (--deterministic)",
-                self.config.architecture
-            )));
+            return Err(experts_refuse_batch_invariance(&self.config.architecture));
         }
         self.batch_invariant = on;
         Ok(())

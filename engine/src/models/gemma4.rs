@@ -25,7 +25,7 @@ use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
 use super::lm_head;
 use super::self_attention::SelfAttention;
-use super::sparse_moe::ExpertStack;
+use super::sparse_moe::{experts_refuse_batch_invariance, ExpertStack};
 use crate::error::{EngineError, Result};
 use crate::loading::config::{HyperParams, ModelConfig};
 use crate::loading::weights::{Embedding, Linear, TensorMap};
@@ -522,12 +522,7 @@ impl CausalLm for Gemma4 {
             Ffn::WithExperts(_, e) => e.experts.row_independent(),
         });
         if on && !routed_ok {
-            return Err(EngineError::Unsupported(format!(
-                "architecture '{}' runs its experts through quantized gather kernels whose rows \
-                 are not known to be independent of the batch, so it cannot run batch-invariant \
-                 (--deterministic)",
-                self.config.architecture
-            )));
+            return Err(experts_refuse_batch_invariance(&self.config.architecture));
         }
         self.batch_invariant = on;
         Ok(())

@@ -149,6 +149,16 @@ impl Experts {
     }
 }
 
+/// Why a model whose experts are not row-independent refuses
+/// `--deterministic`.
+pub fn experts_refuse_batch_invariance(architecture: &str) -> EngineError {
+    EngineError::Unsupported(format!(
+        "architecture '{architecture}' runs its experts through quantized gather kernels \
+         whose rows are not known to be independent of the batch, so it cannot run \
+         batch-invariant (--deterministic)"
+    ))
+}
+
 /// Every expert's gated MLP (`down(act(gate(x)) * up(x))`), run for the
 /// experts each row chose.
 pub struct ExpertStack {
