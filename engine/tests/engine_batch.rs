@@ -2,9 +2,12 @@
 //! isolation, seeded determinism across batch slots and cache state, stop
 //! strings, logprobs, and cancellation.
 
-use std::sync::{Arc, Barrier};
+#[path = "support/together.rs"]
+mod together;
+use together::release_together;
 
-use afm_engine::Completion;
+use std::sync::Arc;
+
 use afm_engine::{ChatRequest, Engine, EngineConfig, EngineEvent, FinishReason, GenerationRequest};
 use serde_json::json;
 
@@ -52,22 +55,6 @@ fn marker_request(marker: &str) -> GenerationRequest {
         "max_tokens": 12,
         "temperature": 0
     }))
-}
-
-/// Submits all requests from separate threads released by one barrier.
-fn release_together(engine: &Arc<Engine>, requests: Vec<GenerationRequest>) -> Vec<Completion> {
-    let barrier = Arc::new(Barrier::new(requests.len()));
-    let handles: Vec<_> = requests
-        .into_iter()
-        .map(|r| {
-            let (engine, barrier) = (engine.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                engine.submit(&r).unwrap().collect_blocking().unwrap()
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
 #[test]

@@ -4,7 +4,11 @@
 //! request that needs one is refused naming the flag, never served
 //! unconstrained.
 
-use std::sync::{Arc, Barrier};
+#[path = "support/together.rs"]
+mod together;
+use together::release_together;
+
+use std::sync::Arc;
 
 use afm_engine::runtime::GrammarMode;
 use afm_engine::{
@@ -61,24 +65,6 @@ fn assert_valid(text: &str, schema: &Value) -> Value {
     value
 }
 
-fn run_together(
-    engine: &Arc<Engine>,
-    requests: Vec<GenerationRequest>,
-) -> Vec<afm_engine::Completion> {
-    let barrier = Arc::new(Barrier::new(requests.len()));
-    let handles: Vec<_> = requests
-        .into_iter()
-        .map(|r| {
-            let (engine, barrier) = (engine.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                engine.submit(&r).unwrap().collect_blocking().unwrap()
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
-}
-
 #[test]
 fn sixteen_concurrent_strict_requests_sharing_a_prompt_are_all_valid() {
     let engine = engine(true, 16);
@@ -104,7 +90,7 @@ fn sixteen_concurrent_strict_requests_sharing_a_prompt_are_all_valid() {
             }))
         })
         .collect();
-    let out = run_together(&engine, requests);
+    let out = release_together(&engine, requests);
     for c in &out {
         assert!(!c.text.is_empty(), "empty reply");
         assert_eq!(c.finish_reason, Some(FinishReason::Stop), "{c:?}");
@@ -146,7 +132,7 @@ fn a_complex_schema_holds_over_twenty_seeds_and_when_streamed() {
             "seed": seed
         })
     };
-    let out = run_together(&engine, (0..20).map(|s| request(body(s))).collect());
+    let out = release_together(&engine, (0..20).map(|s| request(body(s))).collect());
     let mut distinct = std::collections::BTreeSet::new();
     for c in &out {
         assert_eq!(c.finish_reason, Some(FinishReason::Stop), "{c:?}");

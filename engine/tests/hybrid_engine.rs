@@ -6,8 +6,12 @@
 //! resumes at its last but one token; the next turn of a conversation
 //! resumes where the previous turn's reply ended.
 
+#[path = "support/together.rs"]
+mod together;
+use together::release_together;
+
 use std::path::PathBuf;
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 
 use afm_engine::{ChatRequest, Completion, Engine, EngineConfig, GenerationRequest};
 use serde_json::json;
@@ -50,21 +54,6 @@ fn question(i: usize) -> GenerationRequest {
 
 fn alone(engine: &Engine, r: &GenerationRequest) -> Completion {
     engine.submit(r).unwrap().collect_blocking().unwrap()
-}
-
-fn release_together(engine: &Arc<Engine>, requests: Vec<GenerationRequest>) -> Vec<Completion> {
-    let barrier = Arc::new(Barrier::new(requests.len()));
-    let handles: Vec<_> = requests
-        .into_iter()
-        .map(|r| {
-            let (engine, barrier) = (engine.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                engine.submit(&r).unwrap().collect_blocking().unwrap()
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
 #[test]
