@@ -2,21 +2,22 @@
 //! a recurrent state, random weights from fixtures/models/random): the
 //! seed bug classes that live in a hybrid model's prefix cache. Requests
 //! arriving together share an uncached prefix through a state snapshot
-//! and each reply is what it is alone (seed 001); the same prompt again
-//! resumes at its last but one token; the next turn of a conversation
-//! resumes where the previous turn's reply ended.
-
-#[path = "support/together.rs"]
-mod together;
-use together::release_together;
+//! and each reply is what it is alone (seed 001); one arriving after the
+//! shared prefix was computed resumes at the last chunk end inside it;
+//! the same prompt again resumes at its last but one token; the next turn
+//! of a conversation resumes where the previous turn's reply ended.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use afm_engine::{ChatRequest, Completion, Engine, EngineConfig, GenerationRequest};
 use serde_json::json;
 
 fn engine(prefix_caching: bool) -> Engine {
+    engine_chunked(prefix_caching, EngineConfig::default().prefill_chunk)
+}
+
+/// An engine that prefills at most `prefill_chunk` tokens per step.
+fn engine_chunked(prefix_caching: bool, prefill_chunk: usize) -> Engine {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/random/qwen3_5");
     Engine::start(
         dir.to_str().unwrap(),
@@ -27,6 +28,7 @@ fn engine(prefix_caching: bool) -> Engine {
             // alone can never differ by a near tie.
             deterministic: true,
             concurrent: 8,
+            prefill_chunk,
             ..Default::default()
         },
     )
@@ -65,7 +67,7 @@ fn requests_arriving_together_share_a_prefix_through_a_snapshot_and_stay_isolate
         .map(|r| alone(&cold_engine, r).text)
         .collect();
 
-    let engine = Arc::new(engine(true));
+    let engine = engine(true);
     let prompts: Vec<Vec<u32>> = requests
         .iter()
         .map(|r| engine.prompt_tokens(r).unwrap())
@@ -82,7 +84,15 @@ fn requests_arriving_together_share_a_prefix_through_a_snapshot_and_stay_isolate
         .unwrap();
     assert!(shared >= 200, "shared prefix of {shared} tokens");
 
-    let out = release_together(&engine, requests);
+    // Queued in one step: whatever the threads' timing, the first request
+    // has not run ahead alone (a hybrid's state is kept only at chunk ends,
+    // so one that had would leave nothing to resume inside the prefix).
+    let out: Vec<Completion> = engine
+        .submit_together(&requests)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.collect_blocking().unwrap())
+        .collect();
     let mut cold = 0;
     for (i, c) in out.iter().enumerate() {
         assert_eq!(c.text, expected[i], "reply {i} differs from its run alone");
@@ -107,6 +117,27 @@ fn requests_arriving_together_share_a_prefix_through_a_snapshot_and_stay_isolate
     let again = alone(&engine, &question(3));
     assert_eq!(again.usage.cached_tokens, prompts[3].len() - 1);
     assert_eq!(again.text, expected[3]);
+}
+
+#[test]
+fn a_request_after_the_shared_prefix_was_computed_resumes_at_the_last_chunk_end_inside_it() {
+    let cold_engine = engine(false);
+    let engine = engine_chunked(true, 64);
+    let (first, second) = (question(0), question(1));
+    let prompts = [&first, &second].map(|r| engine.prompt_tokens(r).unwrap());
+    let shared = prompts[0]
+        .iter()
+        .zip(&prompts[1])
+        .take_while(|(a, b)| a == b)
+        .count();
+    let chunk = engine.config().prefill_chunk;
+    assert!(shared > 2 * chunk, "shared prefix of {shared} tokens");
+
+    alone(&engine, &first);
+    let late = alone(&engine, &second);
+    // The first request's state was kept at each of its chunk ends.
+    assert_eq!(late.usage.cached_tokens, shared / chunk * chunk);
+    assert_eq!(late.text, alone(&cold_engine, &second).text);
 }
 
 #[test]

@@ -29,7 +29,8 @@ use crate::runtime::stats::EngineStats;
 use crate::runtime::tool_spec::ToolSpec;
 
 pub(crate) enum Command {
-    Submit(Box<NewSequence>),
+    /// Requests queued in one step of the engine thread.
+    Submit(Vec<NewSequence>),
     Shutdown,
 }
 
@@ -146,6 +147,33 @@ impl Engine {
     /// Checks and queues a request; its events arrive on the stream.
     /// Dropping the stream cancels the request at the next step.
     pub fn submit(&self, request: &GenerationRequest) -> Result<RequestStream> {
+        let (sequence, stream) = self.prepare(request)?;
+        self.send(vec![sequence])?;
+        Ok(stream)
+    }
+
+    /// Checks all the requests, then queues them at once: the scheduler
+    /// sees them in the same step, whatever the callers' timing, so an
+    /// offline batch starts together and computes a shared prefix once.
+    /// One bad request queues none.
+    pub fn submit_together(&self, requests: &[GenerationRequest]) -> Result<Vec<RequestStream>> {
+        let (sequences, streams) = requests
+            .iter()
+            .map(|r| self.prepare(r))
+            .collect::<Result<(Vec<_>, Vec<_>)>>()?;
+        self.send(sequences)?;
+        Ok(streams)
+    }
+
+    fn send(&self, sequences: Vec<NewSequence>) -> Result<()> {
+        self.commands
+            .send(Command::Submit(sequences))
+            .map_err(|_| EngineError::EngineStopped("the engine thread has exited".into()))
+    }
+
+    /// A request checked, tokenized and its grammar compiled (on the
+    /// caller's thread), with the stream its events will arrive on.
+    fn prepare(&self, request: &GenerationRequest) -> Result<(NewSequence, RequestStream)> {
         let max_tokens = request.checked_max_tokens(&self.text.limits)?;
         let (prompt, mut output) = match &request.prompt {
             Prompt::Chat {
@@ -248,17 +276,15 @@ impl Engine {
             logprobs: request.logprobs,
         };
         let (events, rx) = unbounded_channel();
-        self.commands
-            .send(Command::Submit(Box::new(NewSequence {
-                prompt,
-                settings,
-                grammar,
-                output,
-                thinking_budget: request.thinking_budget,
-                events,
-            })))
-            .map_err(|_| EngineError::EngineStopped("the engine thread has exited".into()))?;
-        Ok(RequestStream { rx, grammar: mode })
+        let sequence = NewSequence {
+            prompt,
+            settings,
+            grammar,
+            output,
+            thinking_budget: request.thinking_budget,
+            events,
+        };
+        Ok((sequence, RequestStream { rx, grammar: mode }))
     }
 
     /// The ids of a document's start: the BOS token, else the first EOS id.
@@ -315,13 +341,13 @@ fn run(mut scheduler: Scheduler, inbox: Receiver<Command>) {
     loop {
         if !scheduler.has_work() {
             match inbox.recv() {
-                Ok(Command::Submit(s)) => scheduler.enqueue(*s),
+                Ok(Command::Submit(all)) => all.into_iter().for_each(|s| scheduler.enqueue(s)),
                 Ok(Command::Shutdown) | Err(_) => return,
             }
         }
         loop {
             match inbox.try_recv() {
-                Ok(Command::Submit(s)) => scheduler.enqueue(*s),
+                Ok(Command::Submit(all)) => all.into_iter().for_each(|s| scheduler.enqueue(s)),
                 Ok(Command::Shutdown) => return,
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => {
