@@ -12,6 +12,7 @@
 //! http_server routes, SSE framing, CORS, keys, body limits
 //! metrics     Prometheus rendering of the engine's counters
 //! serve_flags afm-serve's flags: the one source of its engine and server settings
+//! thinking    each protocol's thinking switch as the chat template's
 //! ```
 
 mod anthropic;
@@ -23,6 +24,7 @@ mod metrics;
 pub mod openai;
 mod responses;
 mod serve_flags;
+mod thinking;
 mod wire;
 
 pub use context::{ApiContext, ApiResponse, EventStream, SseEvent};

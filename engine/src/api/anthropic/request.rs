@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::error::ApiError;
 use crate::api::openai::request::{output_format, Sampling};
+use crate::api::thinking::Thinking;
 use crate::api::wire::{read_body, string_field};
 use crate::loading::chat_template::{media_kind, media_refused};
 use crate::runtime::{GenerationRequest, Prompt, ToolChoice, ToolSpec};
@@ -72,10 +73,9 @@ impl MessagesRequest {
                     ));
                 }
                 thinking_budget = Some(budget as usize);
+                Thinking::On(None).apply(&mut template_kwargs);
             }
-            Some((Some("disabled"), _)) => {
-                template_kwargs.insert("enable_thinking".into(), Value::Bool(false));
-            }
+            Some((Some("disabled"), _)) => Thinking::Off.apply(&mut template_kwargs),
             Some((other, _)) => {
                 return Err(ApiError::invalid_param(
                     "thinking.type",

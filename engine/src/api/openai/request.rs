@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::api::error::ApiError;
+use crate::api::thinking::Thinking;
 use crate::api::wire::{integral, present, read_body};
 use crate::runtime::{Constraint, GenerationRequest, Prompt, SamplingParams, ToolChoice, ToolSpec};
 
@@ -44,6 +45,9 @@ pub struct ChatRequest {
     pub tool_choice: Option<Value>,
     pub response_format: Option<Value>,
     pub chat_template_kwargs: Option<Map<String, Value>>,
+    /// `none`, `minimal`, `low`, `medium`, `high`: the template's thinking
+    /// switch (`api::thinking`).
+    pub reasoning_effort: Option<Value>,
     pub thinking_budget: Option<u32>,
     /// vLLM's and llama.cpp's extension: generate `max_tokens` whatever
     /// the model's end of turn.
@@ -205,10 +209,13 @@ impl ChatRequest {
             }
             (false, None) => None,
         };
+        let mut template_kwargs = self.chat_template_kwargs.clone().unwrap_or_default();
+        Thinking::from_effort(self.reasoning_effort.as_ref(), "reasoning_effort")?
+            .apply(&mut template_kwargs);
         self.generation(
             Prompt::Chat {
                 messages: self.messages.clone(),
-                template_kwargs: self.chat_template_kwargs.clone().unwrap_or_default(),
+                template_kwargs,
             },
             logprobs,
         )

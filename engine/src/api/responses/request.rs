@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::error::ApiError;
 use crate::api::openai::request::{output_format, tool_choice, Sampling};
+use crate::api::thinking::Thinking;
 use crate::api::wire::{present, read_body, string_field};
 use crate::loading::chat_template::{media_kind, media_refused};
 use crate::runtime::{GenerationRequest, Prompt, ToolSpec};
@@ -53,9 +54,11 @@ impl ResponsesRequest {
             ));
         }
         let mut template_kwargs = self.chat_template_kwargs.clone().unwrap_or_default();
-        if self.reasoning.as_ref().and_then(|r| r.get("effort")) == Some(&json!("none")) {
-            template_kwargs.insert("enable_thinking".into(), Value::Bool(false));
-        }
+        Thinking::from_effort(
+            self.reasoning.as_ref().and_then(|r| r.get("effort")),
+            "reasoning.effort",
+        )?
+        .apply(&mut template_kwargs);
         let mut messages = Vec::new();
         if let Some(i) = &self.instructions {
             messages.push(json!({"role": "system", "content": i}));
