@@ -270,13 +270,21 @@ impl Capabilities {
         }
 
         if wanted(&self, "reasoning") {
-            let r = target
-                .post(
-                    CHAT,
-                    &json!({"messages": [{"role": "user", "content": "Is 17 a prime number? Think first."}],
-                            "max_tokens": 64, "temperature": 0}),
-                )
-                .await;
+            // Thinking asked for by the template switch local servers
+            // pass on (vLLM, llama-server, mlx-lm): a model that thinks only
+            // when asked (Gemma 4) would otherwise look thoughtless and its
+            // reasoning cases would hide as skips. A server that refuses
+            // the field is asked again without it.
+            let mut ask_thinking = json!({"messages": [{"role": "user", "content": "Is 17 a prime number? Think first."}],
+                            "max_tokens": 64, "temperature": 0,
+                            "chat_template_kwargs": {"enable_thinking": true}});
+            let mut r = target.post(CHAT, &ask_thinking).await;
+            if r.status == 400 {
+                ask_thinking
+                    .as_object_mut()
+                    .map(|o| o.remove("chat_template_kwargs"));
+                r = target.post(CHAT, &ask_thinking).await;
+            }
             let reply = Reply::of(&r);
             let leaked: Vec<&str> = REASONING_MARKERS
                 .iter()
