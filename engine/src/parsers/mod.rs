@@ -122,9 +122,7 @@ pub struct OutputParser {
 impl OutputParser {
     pub fn new(config: &OutputConfig) -> Self {
         OutputParser {
-            splitter: ReasoningSplitter::new(
-                config.prompt_opens_reasoning.then_some(config.reasoning),
-            ),
+            splitter: ReasoningSplitter::new(config.reasoning, config.prompt_opens_reasoning),
             tools: config
                 .tool_format
                 .map(|f| ToolCallParser::new(f, config.tools.clone())),

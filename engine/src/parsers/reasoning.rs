@@ -85,6 +85,21 @@ pub enum Routed {
     Content(String),
 }
 
+/// Gemma 4's channel markers beyond its opener and close. They are
+/// special tokens, never text a model writes by accident, so they are
+/// acted on wherever they appear (what vLLM's and mlx-lm's Gemma 4 parsers
+/// do): a thought channel opened again after content is reasoning again
+/// (repeated thought cycles), a `response` channel ends reasoning (or is
+/// dropped in content), and a tool call ends reasoning.
+const THOUGHT_CHANNEL: &str = "<|channel>thought";
+const RESPONSE_CHANNEL: &str = "<|channel>response";
+const CHANNEL_CLOSE: &str = "<channel|>";
+const GEMMA_TOOL_CALL: &str = "<|tool_call>";
+/// The channel's name without its opener, at the very start of the
+/// output: the opener was lost (a tokenizer that skips special tokens, a
+/// prompt that held it), the block is still a thought.
+const BARE_THOUGHT_LABEL: &str = "thought\n";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Nothing but whitespace yet: a block may still open.
@@ -98,21 +113,35 @@ enum State {
 /// Routes output text to reasoning or content as it arrives.
 #[derive(Debug)]
 pub struct ReasoningSplitter {
+    /// The model's format: Gemma's channel markers are acted on anywhere.
+    format: ReasoningFormat,
     state: State,
     buf: String,
     /// Drop whitespace at the start of the next reasoning or content run.
     trim_leading: bool,
+    /// A reasoning block ended before: the next one's text is set apart
+    /// from it by a newline.
+    separate_reasoning: bool,
+    /// Reasoning text was emitted.
+    reasoned: bool,
     /// Bytes dropped after a turn-end marker.
     pub dropped_after_turn_end: usize,
 }
 
 impl ReasoningSplitter {
-    /// `open`: the prompt already opened a block of this format.
-    pub fn new(open: Option<ReasoningFormat>) -> Self {
+    /// `format`: the model's; `prompt_opened`: the prompt already opened a
+    /// block of it.
+    pub fn new(format: ReasoningFormat, prompt_opened: bool) -> Self {
         ReasoningSplitter {
-            state: open.map_or(State::Start, State::Reasoning),
+            format,
+            state: match prompt_opened {
+                true => State::Reasoning(format),
+                false => State::Start,
+            },
             buf: String::new(),
-            trim_leading: open.is_some(),
+            trim_leading: prompt_opened,
+            separate_reasoning: false,
+            reasoned: false,
             dropped_after_turn_end: 0,
         }
     }
@@ -130,6 +159,10 @@ impl ReasoningSplitter {
         self.drain(true, out);
     }
 
+    fn gemma(&self) -> bool {
+        self.format == ReasoningFormat::GemmaChannel
+    }
+
     fn drain(&mut self, last: bool, out: &mut Vec<Routed>) {
         loop {
             match self.state {
@@ -141,7 +174,11 @@ impl ReasoningSplitter {
                 State::Start => {
                     let start = self.buf.len() - self.buf.trim_start().len();
                     let rest = &self.buf[start..];
-                    if let Some((open, format)) = OPENERS.iter().find(|(o, _)| rest.starts_with(o))
+                    let bare = self
+                        .gemma()
+                        .then_some((BARE_THOUGHT_LABEL, ReasoningFormat::GemmaChannel));
+                    let openers = OPENERS.iter().copied().chain(bare);
+                    if let Some((open, format)) = openers.clone().find(|(o, _)| rest.starts_with(o))
                     {
                         let mut cut = start + open.len();
                         // Gemma writes the channel name, then a newline.
@@ -149,11 +186,11 @@ impl ReasoningSplitter {
                             cut += 1;
                         }
                         self.buf.drain(..cut);
-                        self.state = State::Reasoning(*format);
+                        self.state = State::Reasoning(format);
                         self.trim_leading = true;
                         continue;
                     }
-                    let could_open = OPENERS.iter().any(|(o, _)| o.starts_with(rest));
+                    let could_open = openers.into_iter().any(|(o, _)| o.starts_with(rest));
                     if could_open && !last {
                         return; // whitespace or a marker's beginning: wait
                     }
@@ -161,14 +198,20 @@ impl ReasoningSplitter {
                 }
                 State::Reasoning(format) => {
                     let mut ends: Vec<&str> = vec![format.close()];
+                    if format == ReasoningFormat::GemmaChannel {
+                        ends.extend([RESPONSE_CHANNEL, GEMMA_TOOL_CALL, THOUGHT_CHANNEL]);
+                    }
                     ends.extend(TURN_ENDS);
                     if !self.emit_until(&ends, last, out, Routed::Reasoning) {
                         return;
                     }
-                    // Found: index 0 is the close marker.
                 }
                 State::Content => {
-                    if !self.emit_until(&TURN_ENDS, last, out, Routed::Content) {
+                    let mut ends: Vec<&str> = TURN_ENDS.to_vec();
+                    if self.gemma() {
+                        ends.extend([THOUGHT_CHANNEL, RESPONSE_CHANNEL, CHANNEL_CLOSE]);
+                    }
+                    if !self.emit_until(&ends, last, out, Routed::Content) {
                         return;
                     }
                 }
@@ -176,8 +219,8 @@ impl ReasoningSplitter {
         }
     }
 
-    /// Emits text up to the first of `ends`; returns whether one was found
-    /// (and the state moved on), false when waiting for more text.
+    /// Emits text up to the first of `ends`, then acts on the marker;
+    /// returns whether one was found, false when waiting for more text.
     fn emit_until(
         &mut self,
         ends: &[&str],
@@ -185,10 +228,17 @@ impl ReasoningSplitter {
         out: &mut Vec<Routed>,
         wrap: fn(String) -> Routed,
     ) -> bool {
-        let (emit_to, found) = match markers::scan(&self.buf, ends) {
-            MarkerScan::Found { at, marker } => (at, Some((marker, ends[marker].len()))),
+        let (mut emit_to, found) = match markers::scan(&self.buf, ends) {
+            MarkerScan::Found { at, marker } => (at, Some(ends[marker])),
             MarkerScan::Clear { safe } => (if last { self.buf.len() } else { safe }, None),
         };
+        // A Gemma thought ends without the whitespace before its end, so
+        // trailing whitespace waits until text follows it.
+        let reasoning = matches!(self.state, State::Reasoning(_));
+        let trim_trailing = reasoning && self.gemma();
+        if trim_trailing {
+            emit_to = self.buf[..emit_to].trim_end().len();
+        }
         let mut piece: String = self.buf.drain(..emit_to).collect();
         if self.trim_leading {
             let trimmed = piece.trim_start();
@@ -198,18 +248,51 @@ impl ReasoningSplitter {
             piece = trimmed.to_string();
         }
         if !piece.is_empty() {
+            if reasoning {
+                if std::mem::take(&mut self.separate_reasoning) && self.reasoned {
+                    piece.insert(0, '\n');
+                }
+                self.reasoned = true;
+            }
             push(out, wrap(piece));
         }
-        let Some((marker, len)) = found else {
+        let Some(marker) = found else {
+            if last && trim_trailing {
+                self.buf.clear();
+            }
             return false;
         };
-        self.buf.drain(..len);
-        if TURN_ENDS.contains(&ends[marker]) {
-            self.state = State::Ended;
-        } else {
-            self.state = State::Content;
-            self.trim_leading = true;
+        if trim_trailing {
+            // The whitespace before the marker.
+            let ws = self.buf.len() - self.buf.trim_start().len();
+            self.buf.drain(..ws);
         }
+        if TURN_ENDS.contains(&marker) {
+            self.buf.drain(..marker.len());
+            self.state = State::Ended;
+            return true;
+        }
+        match (reasoning, marker) {
+            // Handed on with the call: the tool-call parser reads it.
+            (true, GEMMA_TOOL_CALL) => {
+                self.separate_reasoning = true;
+                self.state = State::Content;
+            }
+            (_, THOUGHT_CHANNEL) => {
+                self.buf.drain(..marker.len());
+                self.separate_reasoning = true;
+                self.state = State::Reasoning(ReasoningFormat::GemmaChannel);
+            }
+            _ => {
+                // A close, a response channel, or a stray close in content.
+                self.buf.drain(..marker.len());
+                if reasoning {
+                    self.separate_reasoning = true;
+                }
+                self.state = State::Content;
+            }
+        }
+        self.trim_leading = true;
         true
     }
 }
@@ -228,7 +311,15 @@ mod tests {
     use super::*;
 
     fn split(open: Option<ReasoningFormat>, parts: &[&str]) -> (String, String) {
-        let mut s = ReasoningSplitter::new(open);
+        split_as(
+            open.unwrap_or(ReasoningFormat::Think),
+            open.is_some(),
+            parts,
+        )
+    }
+
+    fn split_as(format: ReasoningFormat, opened: bool, parts: &[&str]) -> (String, String) {
+        let mut s = ReasoningSplitter::new(format, opened);
         let mut out = Vec::new();
         for p in parts {
             s.feed(p, &mut out);

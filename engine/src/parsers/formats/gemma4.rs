@@ -11,15 +11,33 @@ use super::{BodyScan, CallScan, RawArg};
 const QUOTE: &str = "<|\"|>";
 const CALL: &str = "call:";
 
+/// Every `call:NAME{...}` of a region body: a model may write several in
+/// one `<|tool_call>` region (mlx-lm's and vllm-mlx's parsers read them
+/// all) as well as one region per call.
 pub fn scan(body: &str, complete: bool) -> BodyScan {
     let mut out = BodyScan::default();
-    let Some(c) = body.find(CALL) else {
-        return out;
-    };
-    let name_start = c + CALL.len();
-    let Some(brace) = body[name_start..].find('{').map(|i| name_start + i) else {
-        return out;
-    };
+    let mut from = 0;
+    while let Some(c) = body[from..].find(CALL).map(|c| from + c) {
+        let name_start = c + CALL.len();
+        let Some(brace) = body[name_start..].find('{').map(|i| name_start + i) else {
+            break;
+        };
+        let (call, end) = scan_call(body, name_start, brace);
+        out.calls.push(call);
+        match end {
+            Some(end) => from = end,
+            None => break,
+        }
+    }
+    if let Some(last) = out.calls.last_mut() {
+        last.closed |= complete;
+    }
+    out
+}
+
+/// One call whose name starts at `name_start` and arguments at `brace`;
+/// with the offset past its closing brace once it has one.
+fn scan_call(body: &str, name_start: usize, brace: usize) -> (CallScan, Option<usize>) {
     let mut call = CallScan {
         name: Some(body[name_start..brace].trim().to_string()),
         ..CallScan::default()
@@ -29,7 +47,7 @@ pub fn scan(body: &str, complete: bool) -> BodyScan {
         i = skip_ws(body, i);
         if body[i..].starts_with('}') {
             call.closed = true;
-            break;
+            return (call, Some(i + 1));
         }
         if body[i..].starts_with(',') {
             i += 1;
@@ -55,9 +73,7 @@ pub fn scan(body: &str, complete: bool) -> BodyScan {
         call.members.push((key, arg));
         i = after;
     }
-    call.closed |= complete;
-    out.calls.push(call);
-    out
+    (call, None)
 }
 
 fn skip_ws(s: &str, i: usize) -> usize {
