@@ -277,6 +277,21 @@ fn gemma4_moe_agrees_with_mlx_lm() {
     agrees_with_mlx_lm("gemma4_moe");
 }
 
+/// That MoE quantized by mlx-lm: 4-bit in groups of 32, each router 8-bit
+/// in groups of 64 (per-module settings in config.json). Dequantized at
+/// load, and kept quantized (experts through `gather_qmm`), where batch
+/// invariance is refused with the reason.
+#[test]
+fn gemma4_moe_4bit_agrees_with_mlx_lm() {
+    agrees_with_mlx_lm("gemma4_moe_4bit");
+    let source = ModelSource::from_path(&folder("gemma4_moe_4bit")).unwrap();
+    let mut kept = LoadedModel::load_source(&source, WeightMode::KeepQuantized).unwrap();
+    let (_, reference) = load("gemma4_moe_4bit");
+    agrees("gemma4_moe_4bit kept quantized", &kept, &reference);
+    let err = kept.model.set_batch_invariant(true).unwrap_err();
+    assert!(err.to_string().contains("--deterministic"), "{err}");
+}
+
 /// Windows crossed in chunks, shared layers reading their owners' KV,
 /// a prefix hit == cold; batch-invariant.
 #[test]
