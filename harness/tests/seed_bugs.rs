@@ -101,11 +101,20 @@ async fn run(
     seed: u64,
 ) -> Vec<CaseResult> {
     let target = Target::http(&format!("{base}/{mode}"), None);
+    // The faulty front serves chat completions only: the sections' cases
+    // on other endpoints (Messages, Responses) have nothing to run against.
+    let cases = sections
+        .iter()
+        .filter(|s| names.contains(&s.section.as_str()))
+        .flat_map(|s| &s.cases)
+        .filter(|c| c.path.as_deref() == Some("/v1/chat/completions"))
+        .map(|c| c.id.clone())
+        .collect();
     let options = RunOptions {
         selection: Selection {
             tier: Tier::Full,
             sections: names.iter().map(|s| s.to_string()).collect(),
-            cases: Vec::new(),
+            cases,
         },
         concurrency: 1,
         seed,
