@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the affine quantized-matmul prototype against the MLX of the
+# mlx-cpu wheel: libafm_cpu_kernels.so, test_qmm and bench_qmm in ./build.
+#
+#   MLX_DIR   the wheel's share/cmake/MLX folder (the variable
+#             .cargo/config.toml sets for the mlx-sys overlay). If unset it
+#             is derived from the Python that has the wheel: AFM_PYTHON, or
+#             the repository's .cache/venv/bin/python.
+#   CXX       compiler (default g++).
+#
+# Only qmm_affine_avx2.cpp gets -mavx2 -mfma -mf16c; the rest is built for
+# the baseline ISA and picks the kernel with __builtin_cpu_supports, so the
+# library runs on any x86-64. -ffp-contract=off everywhere: GCC would
+# otherwise fuse multiply-adds differently per call site, and each output's
+# rounding must follow the code as written (batch invariance).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+out="$here/build"
+CXX="${CXX:-g++}"
+
+if [ -z "${MLX_DIR:-}" ]; then
+    py="${AFM_PYTHON:-$repo/.cache/venv/bin/python}"
+    # The wheel's mlx is a namespace package (no __init__), hence __path__.
+    prefix="$("$py" -c 'import mlx, os; print(os.path.realpath(list(mlx.__path__)[0]))')"
+    MLX_DIR="$prefix/share/cmake/MLX"
+fi
+prefix="$(cd "$MLX_DIR/../../.." && pwd)"
+inc="$prefix/include"
+lib="$prefix/lib"
+[ -f "$inc/mlx/mlx.h" ] || { echo "no MLX headers under $inc (set MLX_DIR)" >&2; exit 1; }
+[ -f "$lib/libmlx.so" ] || { echo "no libmlx.so under $lib (set MLX_DIR)" >&2; exit 1; }
+
+mkdir -p "$out"
+common=(-std=c++20 -O3 -fPIC -pthread -ffp-contract=off -Wall -Wextra -Wno-unused-parameter)
+
+set -x
+"$CXX" "${common[@]}" -c "$here/qmm_affine.cpp" -o "$out/qmm_affine.o"
+"$CXX" "${common[@]}" -mavx2 -mfma -mf16c -c "$here/qmm_affine_avx2.cpp" -o "$out/qmm_affine_avx2.o"
+"$CXX" "${common[@]}" -c "$here/thread_pool.cpp" -o "$out/thread_pool.o"
+"$CXX" "${common[@]}" -I"$inc" -c "$here/primitive.cpp" -o "$out/primitive.o"
+"$CXX" -shared -pthread -o "$out/libafm_cpu_kernels.so" \
+    "$out/qmm_affine.o" "$out/qmm_affine_avx2.o" "$out/thread_pool.o" "$out/primitive.o" \
+    -L"$lib" -lmlx -Wl,-rpath,"$lib"
+for prog in test_qmm bench_qmm; do
+    "$CXX" "${common[@]}" -I"$inc" "$here/$prog.cpp" -o "$out/$prog" \
+        -L"$out" -lafm_cpu_kernels -L"$lib" -lmlx \
+        -Wl,-rpath,"$out" -Wl,-rpath,"$lib"
+done

@@ -1,0 +1,105 @@
+// AffineQmm: an MLX primitive (MLX's documented custom-extension route)
+// computing x · Wᵀ for affine-quantized W with the kernels of qmm_affine.h,
+// so a graph keeps its weights packed on the CPU backend instead of
+// dequantizing them at load.
+//
+// Built against the MLX headers and libmlx of one exact MLX version: the
+// Primitive ABI (vtable layout, array internals) is not stable across MLX
+// releases, so this must be compiled against the same MLX the engine's
+// mlx-c links.
+#pragma once
+
+#include "mlx/array.h"
+#include "mlx/primitives.h"
+#include "mlx/utils.h"
+
+namespace afm {
+
+namespace mx = mlx::core;
+
+// y[..., N] = x[..., K] · dequantize(w, scales, biases)ᵀ, as
+// mx::quantized_matmul(x, w, scales, biases, /*transpose=*/true, group_size,
+// bits, "affine") but always f32 out (x is cast to f32 when it is not).
+// w: uint32 [N, K*bits/32]; scales, biases: [N, K/group_size] in f32, f16
+// or bf16. CPU streams only. Throws std::invalid_argument on bad shapes.
+mx::array affine_qmm(
+    const mx::array& x,
+    const mx::array& w,
+    const mx::array& scales,
+    const mx::array& biases,
+    int group_size,
+    int bits,
+    mx::StreamOrDevice s = {});
+
+class AffineQmm : public mx::Primitive {
+ public:
+  AffineQmm(mx::Stream stream, int group_size, int bits)
+      : mx::Primitive(stream), group_size_(group_size), bits_(bits) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override;
+
+  const char* name() const override {
+    return "AffineQmm";
+  }
+
+  bool is_equivalent(const mx::Primitive& other) const override;
+
+  int group_size() const {
+    return group_size_;
+  }
+  int bits() const {
+    return bits_;
+  }
+
+ private:
+  int group_size_;
+  int bits_;
+};
+
+} // namespace afm
+
+// C entry points for a caller holding mlx-c handles (the Rust engine through
+// mlx-sys). afm_mlx_array / afm_mlx_stream have the exact layout of mlx-c's
+// mlx_array / mlx_stream (one pointer to a heap mlx::core::array / Stream),
+// so those handles can be passed as they are.
+extern "C" {
+
+typedef struct afm_mlx_array_ {
+  void* ctx;
+} afm_mlx_array;
+
+typedef struct afm_mlx_stream_ {
+  void* ctx;
+} afm_mlx_stream;
+
+// Builds the lazy product (nothing is computed until the result is
+// evaluated). *res follows mlx-c's convention for outputs: an empty handle
+// (ctx == NULL, as from mlx_array_new) gets a new array, a non-empty one is
+// overwritten. A stream with ctx == NULL means the default CPU stream.
+// Returns 0 on success; on failure 1, with the message reported through
+// mlx-c's error handler when mlx-c is linked into the process, and always
+// available from afm_qmm_last_error() on the calling thread.
+int afm_affine_qmm(
+    afm_mlx_array* res,
+    afm_mlx_array x,
+    afm_mlx_array w,
+    afm_mlx_array scales,
+    afm_mlx_array biases,
+    int group_size,
+    int bits,
+    afm_mlx_stream s);
+
+// The message of this thread's last failed call ("" if none).
+const char* afm_qmm_last_error(void);
+
+// Threads per product (caller included), from the next product on; n <= 0
+// only queries. Returns the count now configured.
+int afm_qmm_set_threads(int n);
+
+// 1 when the AVX2+FMA kernel is in use on this CPU.
+int afm_qmm_uses_avx2(void);
+
+} // extern "C"

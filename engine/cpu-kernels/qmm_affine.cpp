@@ -1,0 +1,254 @@
+// Dispatcher, thread split and the portable scalar kernel. Compiled without
+// ISA flags so it runs on any x86-64 (and other) CPU; the AVX2 kernel lives
+// in qmm_affine_avx2.cpp and is only entered after a run-time CPU check.
+#include "qmm_affine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "qmm_affine_impl.h"
+#include "thread_pool.h"
+
+namespace afm::qmm {
+namespace detail {
+namespace {
+
+float half_to_float(uint16_t h) {
+  // IEEE binary16 -> binary32 without relying on F16C.
+  const uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1F;
+  uint32_t man = h & 0x3FF;
+  uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {
+      // Subnormal: normalise the mantissa.
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400) == 0);
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3FF) << 13;
+    }
+  } else if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | man << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | man << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+inline float load_scale(const void* p, ScaleType st, int64_t i) {
+  switch (st) {
+    case ScaleType::F32:
+      return static_cast<const float*>(p)[i];
+    case ScaleType::F16:
+      return half_to_float(static_cast<const uint16_t*>(p)[i]);
+    case ScaleType::BF16: {
+      uint32_t bits = uint32_t(static_cast<const uint16_t*>(p)[i]) << 16;
+      float f;
+      std::memcpy(&f, &bits, sizeof f);
+      return f;
+    }
+  }
+  return 0.0f;
+}
+
+inline uint32_t q_at(const uint8_t* row, int bits, int64_t k) {
+  if (bits == 8) return row[k];
+  const uint8_t b = row[k >> 1];
+  return (k & 1) ? (b >> 4) : (b & 0xF);
+}
+
+} // namespace
+
+const float* prepare_scalar(const float* x, int64_t m, const AffineMatrix& w,
+                            float* /*xp_scratch*/, float* xs) {
+  const int64_t ng = w.k / w.group_size, stride = xs_stride(ng);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t g = 0; g < stride; ++g) {
+      float s = 0.0f;
+      if (g < ng) {
+        const float* xg = x + r * w.k + g * w.group_size;
+        for (int i = 0; i < w.group_size; ++i) s += xg[i];
+      }
+      xs[r * stride + g] = s;
+    }
+  return x;
+}
+
+// The fallback: one output at a time, sequential sums. Slow but exact in
+// its own fixed order, and the reference the AVX2 path is tested against.
+void rows_scalar(const Job& j, int64_t n0, int64_t n1) {
+  const AffineMatrix& W = *j.w;
+  const int64_t K = W.k;
+  const int G = W.group_size;
+  const int64_t ng = K / G;
+  const int64_t row_bytes = K * W.bits / 8;
+  const uint8_t* wbase = reinterpret_cast<const uint8_t*>(W.w);
+  for (int64_t nb = n0; nb < n1; nb += kRowBlock) {
+    const int64_t ne = std::min(nb + kRowBlock, n1);
+    for (int64_t m = 0; m < j.m; ++m) {
+      const float* xr = j.xp + m * K;
+      const float* xs = j.xs + m * xs_stride(ng);
+      for (int64_t n = nb; n < ne; ++n) {
+        const uint8_t* wr = wbase + n * row_bytes;
+        float acc = 0.0f;
+        for (int64_t g = 0; g < ng; ++g) {
+          float d = 0.0f;
+          for (int i = 0; i < G; ++i) {
+            const int64_t k = g * G + i;
+            d += xr[k] * static_cast<float>(q_at(wr, W.bits, k));
+          }
+          acc += load_scale(W.scales, W.scale_type, n * ng + g) * d;
+        }
+        float b = 0.0f;
+        for (int64_t g = 0; g < ng; ++g)
+          b += load_scale(W.biases, W.scale_type, n * ng + g) * xs[g];
+        j.y[m * W.n + n] = acc + b;
+      }
+    }
+  }
+}
+
+} // namespace detail
+
+namespace {
+
+std::atomic<int> g_default_path{int(Path::Auto)};
+std::mutex g_pool_mu;
+// Shared so a resize never frees a pool a concurrent call is still using.
+std::shared_ptr<ThreadPool> g_pool;
+int g_threads = 0; // 0: not decided yet
+
+int initial_threads() {
+  if (const char* s = std::getenv("AFM_QMM_THREADS")) {
+    int n = std::atoi(s);
+    if (n > 0) return n;
+  }
+  return std::max(1, physical_cores());
+}
+
+std::shared_ptr<ThreadPool> pool() {
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  if (g_threads == 0) g_threads = initial_threads();
+  if (!g_pool || g_pool->size() != g_threads) g_pool = std::make_shared<ThreadPool>(g_threads);
+  return g_pool;
+}
+
+struct Split {
+  const detail::Job* job;
+  bool avx2;
+  int tasks;
+  int64_t n;
+};
+
+void run_task(void* ctx, int t) {
+  const Split& s = *static_cast<const Split*>(ctx);
+  // Contiguous row ranges on kRowBlock boundaries: the split never cuts a
+  // block, and no output's arithmetic depends on which task computes it.
+  const int64_t blocks = (s.n + detail::kRowBlock - 1) / detail::kRowBlock;
+  const int64_t b0 = blocks * t / s.tasks;
+  const int64_t b1 = blocks * (t + 1) / s.tasks;
+  const int64_t n0 = b0 * detail::kRowBlock;
+  const int64_t n1 = std::min(s.n, b1 * detail::kRowBlock);
+  if (n0 >= n1) return;
+  if (s.avx2) detail::rows_avx2(*s.job, n0, n1);
+  else detail::rows_scalar(*s.job, n0, n1);
+}
+
+} // namespace
+
+bool supported(int bits, int group_size, int64_t k) {
+  if (bits != 4 && bits != 8) return false;
+  if (group_size != 32 && group_size != 64 && group_size != 128) return false;
+  return k > 0 && k % group_size == 0;
+}
+
+bool avx2_available() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c");
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+Path resolve_path(Path requested) {
+  if (requested == Path::Auto) requested = default_path();
+  if (requested == Path::Auto) return avx2_available() ? Path::Avx2 : Path::Scalar;
+  if (requested == Path::Avx2 && !avx2_available()) return Path::Scalar;
+  return requested;
+}
+
+void set_default_path(Path p) {
+  g_default_path.store(int(p));
+}
+
+Path default_path() {
+  return Path(g_default_path.load());
+}
+
+int num_threads() {
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  if (g_threads == 0) g_threads = initial_threads();
+  return g_threads;
+}
+
+void set_num_threads(int n) {
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  g_threads = std::max(1, n);
+}
+
+void matmul(const float* x, int64_t m, const AffineMatrix& w, float* y, Path path) {
+  if (!supported(w.bits, w.group_size, w.k))
+    throw std::invalid_argument(
+        "affine qmm: bits must be 4 or 8, group size 32/64/128 dividing K (bits=" +
+        std::to_string(w.bits) + ", group_size=" + std::to_string(w.group_size) +
+        ", K=" + std::to_string(w.k) + ")");
+  if (m <= 0 || w.n <= 0) return;
+  const bool avx2 = resolve_path(path) == Path::Avx2;
+
+  // Per calling thread, reused across calls: the prepared x is M*K floats.
+  thread_local std::vector<float> xp_scratch, xs_scratch;
+  const int64_t ng = w.k / w.group_size;
+  if (avx2 && w.bits == 4 && xp_scratch.size() < size_t(m * w.k)) xp_scratch.resize(m * w.k);
+  const int64_t xs_len = m * detail::xs_stride(ng);
+  if (xs_scratch.size() < size_t(xs_len)) xs_scratch.resize(xs_len);
+
+  detail::Job job;
+  job.m = m;
+  job.w = &w;
+  job.y = y;
+  job.xs = xs_scratch.data();
+  job.xp = avx2 ? detail::prepare_avx2(x, m, w, xp_scratch.data(), xs_scratch.data())
+                : detail::prepare_scalar(x, m, w, nullptr, xs_scratch.data());
+
+  auto pool_ref = pool();
+  ThreadPool& p = *pool_ref;
+  // Below ~64K multiply-adds a second thread's wake-up costs more than it saves.
+  const int64_t macs = m * w.n * w.k;
+  const int64_t blocks = (w.n + detail::kRowBlock - 1) / detail::kRowBlock;
+  // A few tasks per thread: a worker that wakes late (another process on
+  // its core) leaves its share to the others instead of stalling the call.
+  int tasks = macs < (int64_t(1) << 16) ? 1 : 4 * p.size();
+  tasks = int(std::min<int64_t>(tasks, blocks));
+  Split split{&job, avx2, tasks, w.n};
+  p.run(tasks, run_task, &split);
+}
+
+} // namespace afm::qmm

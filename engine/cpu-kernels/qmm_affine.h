@@ -1,0 +1,66 @@
+// y = x · Wᵀ for W in MLX's affine-quantized layout (the output of
+// mlx::core::quantize with mode "affine"), computed straight from the packed
+// weights so the CPU backend never holds an f32 copy of them.
+//
+// Layout (MLX's, bits 4 or 8):
+//   w       uint32 [N, K * bits / 32]; element k of a row sits at bit
+//           (k * bits) % 32 of word (k * bits) / 32, i.e. in memory order the
+//           low nibble of a byte comes first for 4 bits.
+//   scales  [N, K / group_size] f32, f16 or bf16.
+//   biases  same shape and dtype as scales.
+//   value   w[n][k] = scales[n][g] * q[n][k] + biases[n][g], g = k / group_size.
+//
+// Each output is reduced in an order fixed by (bits, group_size, K) and the
+// code path alone, never by M or the thread count, so a row of x gives the
+// same bits whatever else is in the batch.
+#pragma once
+
+#include <cstdint>
+
+namespace afm::qmm {
+
+enum class ScaleType : int { F32 = 0, F16 = 1, BF16 = 2 };
+
+// Kernel selection; Auto takes AVX2+FMA when the CPU has it.
+enum class Path : int { Auto = 0, Scalar = 1, Avx2 = 2 };
+
+struct AffineMatrix {
+  const uint32_t* w;
+  const void* scales;
+  const void* biases;
+  ScaleType scale_type;
+  int64_t n; // output features (rows of W)
+  int64_t k; // input features
+  int bits; // 4 or 8
+  int group_size; // 32, 64 or 128
+};
+
+// True when (bits, group_size, k) is a combination the kernels handle.
+bool supported(int bits, int group_size, int64_t k);
+
+// True when this CPU can run the AVX2+FMA(+F16C) path.
+bool avx2_available();
+
+// The path a call with `requested` would take on this CPU.
+Path resolve_path(Path requested);
+
+// Process-wide default for Path::Auto callers (tests force one path).
+void set_default_path(Path p);
+Path default_path();
+
+// Threads used per call, the caller included. Defaults to the physical core
+// count (AFM_QMM_THREADS overrides); a new count applies from the next call
+// (the old pool is freed once no call uses it).
+int num_threads();
+void set_num_threads(int n);
+
+// x: [m, k] f32 row-major; y: [m, n] f32 row-major. Blocks until done.
+// Throws std::invalid_argument for unsupported shapes.
+void matmul(
+    const float* x,
+    int64_t m,
+    const AffineMatrix& w,
+    float* y,
+    Path path = Path::Auto);
+
+} // namespace afm::qmm
