@@ -8,6 +8,7 @@
 #include "mlx/allocator.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/ops.h"
+#include "mlx/version.h"
 #include "qmm_affine.h"
 
 namespace afm {
@@ -214,4 +215,15 @@ extern "C" int afm_qmm_set_threads(int n) {
 
 extern "C" int afm_qmm_uses_avx2(void) {
   return afm::qmm::resolve_path(afm::qmm::Path::Auto) == afm::qmm::Path::Avx2 ? 1 : 0;
+}
+
+#define AFM_STR_(x) #x
+#define AFM_STR(x) AFM_STR_(x)
+
+extern "C" const char* afm_qmm_mlx_version_built(void) {
+  return AFM_STR(MLX_VERSION_MAJOR) "." AFM_STR(MLX_VERSION_MINOR) "." AFM_STR(MLX_VERSION_PATCH);
+}
+
+extern "C" const char* afm_qmm_mlx_version_loaded(void) {
+  return mx::version();
 }

@@ -102,4 +102,11 @@ int afm_qmm_set_threads(int n);
 // 1 when the AVX2+FMA kernel is in use on this CPU.
 int afm_qmm_uses_avx2(void);
 
+// The MLX version these sources were compiled against ("major.minor.patch")
+// and the version of the libmlx loaded in the process. The primitive may
+// only be used when the two are equal: Primitive's ABI and the array
+// internals it touches change between MLX releases.
+const char* afm_qmm_mlx_version_built(void);
+const char* afm_qmm_mlx_version_loaded(void);
+
 } // extern "C"

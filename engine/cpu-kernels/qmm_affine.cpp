@@ -163,8 +163,10 @@ void run_task(void* ctx, int t) {
   const int64_t n0 = b0 * detail::kRowBlock;
   const int64_t n1 = std::min(s.n, b1 * detail::kRowBlock);
   if (n0 >= n1) return;
-  if (s.avx2) detail::rows_avx2(*s.job, n0, n1);
-  else detail::rows_scalar(*s.job, n0, n1);
+#if defined(__x86_64__)
+  if (s.avx2) return detail::rows_avx2(*s.job, n0, n1);
+#endif
+  detail::rows_scalar(*s.job, n0, n1);
 }
 
 } // namespace
@@ -176,7 +178,7 @@ bool supported(int bits, int group_size, int64_t k) {
 }
 
 bool avx2_available() {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
   static const bool ok = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -235,8 +237,12 @@ void matmul(const float* x, int64_t m, const AffineMatrix& w, float* y, Path pat
   job.w = &w;
   job.y = y;
   job.xs = xs_scratch.data();
+#if defined(__x86_64__)
   job.xp = avx2 ? detail::prepare_avx2(x, m, w, xp_scratch.data(), xs_scratch.data())
                 : detail::prepare_scalar(x, m, w, nullptr, xs_scratch.data());
+#else
+  job.xp = detail::prepare_scalar(x, m, w, nullptr, xs_scratch.data());
+#endif
 
   auto pool_ref = pool();
   ThreadPool& p = *pool_ref;

@@ -6,9 +6,12 @@
 //! forward context, KV layout; the registry that `loading` builds networks
 //! through) <- `runtime` (engine thread, scheduler, per-sequence pipeline)
 //! <- `api` (OpenAI protocol, HTTP). `parsers` turn model text into
-//! messages and depend on nothing else here.
+//! messages and depend on nothing else here. `cpu` is what the engine adds
+//! under MLX's CPU backend (BLAS threads, the quantized-matmul primitive);
+//! it depends on nothing else here.
 
 pub mod api;
+pub mod cpu;
 mod error;
 pub mod loading;
 pub mod models;

@@ -77,6 +77,28 @@ impl Weights {
     fn into_map(self) -> TensorMap {
         TensorMap::from_tensors(self.tensors, 64, WeightMode::Dequantize)
     }
+
+    /// Every matrix MLX-quantized (`bits`, groups of 64, f16 scales as
+    /// checkpoints have them), loaded as the CPU loads quantized models:
+    /// packed, multiplied by afm's primitive.
+    fn into_packed_map(self, bits: i32) -> TensorMap {
+        let mut tensors = HashMap::new();
+        for (name, t) in self.tensors {
+            match name.strip_suffix(".weight") {
+                Some(stem) if t.ndim() == 2 => {
+                    let (q, s, b) = mlx_rs::ops::quantize(&t, 64, bits).unwrap();
+                    let half = |a: Array| a.as_dtype(mlx_rs::Dtype::Float16).unwrap();
+                    tensors.insert(format!("{stem}.weight"), q);
+                    tensors.insert(format!("{stem}.scales"), half(s));
+                    tensors.insert(format!("{stem}.biases"), half(b));
+                }
+                _ => {
+                    tensors.insert(name, t);
+                }
+            }
+        }
+        TensorMap::from_tensors(tensors, 64, WeightMode::PackedForCpu)
+    }
 }
 
 fn llama_weights(c: &ModelConfig, seed: u64) -> TensorMap {
@@ -132,6 +154,47 @@ fn llama_conforms_in_batch_invariant_mode() {
         .copied()
         .collect();
     batch_invariant_mode(model.as_ref(), &scripts(VOCAB as u32, &lens, 4), 64);
+}
+
+/// Quantized weights kept packed and multiplied by afm's CPU primitive
+/// (4- and 8-bit): both modes' properties hold. In batch-invariant mode the
+/// projections skip the fixed-shape row blocks (the primitive's rows are
+/// independent by construction), so this is what proves that claim.
+#[test]
+fn llama_with_packed_quantized_weights_conforms_in_both_modes() {
+    assert!(
+        afm_engine::cpu::qmm::path().is_primitive(),
+        "afm's CPU quantized matmul is unavailable: {}",
+        afm_engine::cpu::qmm::path()
+    );
+    let config = llama_config();
+    for bits in [4, 8] {
+        let packed = || {
+            let mut w = Weights::new(10 + bits as u64);
+            llama_tensors(&mut w, &config);
+            w.into_packed_map(bits)
+        };
+        let weights = packed();
+        assert!(
+            matches!(
+                weights.linear("model.layers.0.mlp.down_proj").unwrap(),
+                afm_engine::loading::Linear::Quantized(_)
+            ),
+            "{bits}-bit matrices stay packed"
+        );
+        let model = load(config.clone(), &weights);
+        default_mode(model.as_ref(), &scripts(VOCAB as u32, &[7, 12, 3, 9], 4));
+
+        let mut model = load(config.clone(), &packed());
+        model.set_batch_invariant(true).unwrap();
+        let lens: Vec<usize> = [11, 4, 9, 6, 13, 2, 8, 5]
+            .iter()
+            .cycle()
+            .take(32)
+            .copied()
+            .collect();
+        batch_invariant_mode(model.as_ref(), &scripts(VOCAB as u32, &lens, 4), 64);
+    }
 }
 
 /// Interleaved ("traditional") RoPE, as GGUF llama files run: the same

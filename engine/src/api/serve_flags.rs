@@ -5,6 +5,7 @@
 //! what a flagless `afm-serve` runs.
 
 use crate::api::http_server::ServerConfig;
+use crate::loading::WeightMode;
 use crate::parsers::ToolCallFormat;
 use crate::runtime::EngineConfig;
 
@@ -84,6 +85,13 @@ pub struct ServeFlags {
     /// (default: off). Turn it on for reproducible evaluations.
     #[arg(long)]
     pub deterministic: bool,
+    /// How quantized weights are held: `auto` (default: packed wherever a
+    /// fast kernel multiplies them, i.e. always on Metal and, on the CPU,
+    /// MLX 4/8-bit and the GGUF types with an affine form) or `f32`
+    /// (dequantize every weight at load: 4-8x the memory, the reference
+    /// numerics).
+    #[arg(long, default_value = "auto")]
+    pub dtype: String,
     /// max_tokens of requests that give none.
     #[arg(long, default_value_t = engine().default_max_tokens)]
     pub max_tokens: usize,
@@ -128,6 +136,11 @@ impl ServeFlags {
             None => None,
         };
         let defaults = engine();
+        let weight_mode = match self.dtype.as_str() {
+            "auto" => defaults.weight_mode,
+            "f32" => WeightMode::Dequantize,
+            other => anyhow::bail!("--dtype: unknown value '{other}' (auto, f32)"),
+        };
         Ok(EngineConfig {
             concurrent: self.concurrent,
             prefix_caching: !self.no_prefix_caching
@@ -142,6 +155,7 @@ impl ServeFlags {
             tool_call_parser,
             thinking_budget: self.thinking_budget,
             chat_template,
+            weight_mode,
             ..defaults
         })
     }
@@ -178,6 +192,18 @@ mod tests {
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
         let (got, want) = (flags.server_config().unwrap(), ServerConfig::default());
         assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    }
+
+    #[test]
+    fn dtype_f32_dequantizes_and_unknown_values_are_named() {
+        let f32 = ServeFlags::parse_args(["--dtype", "f32"]).unwrap();
+        assert_eq!(
+            f32.engine_config().unwrap().weight_mode,
+            WeightMode::Dequantize
+        );
+        let bad = ServeFlags::parse_args(["--dtype", "q3"]).unwrap();
+        let err = bad.engine_config().unwrap_err().to_string();
+        assert!(err.contains("--dtype") && err.contains("q3"), "{err}");
     }
 
     #[test]

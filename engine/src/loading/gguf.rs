@@ -8,11 +8,14 @@
 //! bytes are inside the file, which turns such files into a one-line error.
 //!
 //! MLX reads F32/F16 and Q4_0/Q4_1/Q8_0 (the latter as its own affine
-//! triples, which stay quantized on Metal and are exported as they are),
-//! but refuses a whole file that holds any other block type (K-quants,
-//! Q5_0: `gguf_tensor_to_f16 failed`). Such files are read by candle, a
-//! well-kept reader of every ggml block type, and dequantized to f32.
+//! triples, which stay packed and are exported as they are), but refuses a
+//! whole file that holds any other block type (K-quants, Q5_0:
+//! `gguf_tensor_to_f16 failed`). Such files are read by candle, a
+//! well-kept reader of every ggml block type; the block types with an exact
+//! affine form are repacked into the same triples as MLX's (see
+//! `gguf_affine`), the rest (Q6_K, Q2_K, Q3_K) dequantized to f32.
 
+use std::cell::RefCell;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -21,6 +24,13 @@ use mlx_rs::io::GgufFile;
 use mlx_rs::Array;
 
 use crate::error::{EngineError, Result};
+use crate::loading::gguf_affine;
+
+/// Whether a tensor is a matrix whose blocks have an exact affine form.
+fn repackable(info: &candle_core::quantized::gguf_file::TensorInfo) -> bool {
+    let dims = info.shape.dims();
+    dims.len() == 2 && gguf_affine::supports(info.ggml_dtype, dims[1])
+}
 
 /// An opened GGUF model.
 pub struct GgufModelFile {
@@ -30,7 +40,13 @@ pub struct GgufModelFile {
     /// MLX's reader, when it can read every tensor of the file.
     mlx: Option<GgufFile>,
     tensor_names: Vec<String>,
+    /// The last tensor candle read and repacked, by its stem: the reader
+    /// asks for its weight, scales and biases one after the other.
+    repacked: RefCell<Option<(String, [Array; 3])>>,
 }
+
+/// The three parts of an affine triple, in the order they are listed.
+const TRIPLE: [&str; 3] = ["weight", "scales", "biases"];
 
 impl GgufModelFile {
     /// Checks the header, reads the metadata, then opens the tensors with
@@ -49,13 +65,25 @@ impl GgufModelFile {
             Some(f) => f
                 .array_keys()
                 .map_err(|e| EngineError::invalid_model(path, e))?,
-            None => content.tensor_infos.keys().cloned().collect(),
+            None => {
+                let mut names = Vec::new();
+                for (name, info) in &content.tensor_infos {
+                    match name.strip_suffix(".weight") {
+                        Some(stem) if repackable(info) => {
+                            names.extend(TRIPLE.map(|part| format!("{stem}.{part}")))
+                        }
+                        _ => names.push(name.clone()),
+                    }
+                }
+                names
+            }
         };
         Ok(GgufModelFile {
             path: path.to_path_buf(),
             content,
             mlx,
             tensor_names,
+            repacked: RefCell::new(None),
         })
     }
 
@@ -78,11 +106,22 @@ impl GgufModelFile {
         self.content.tensor_infos.contains_key(name)
     }
 
-    /// A tensor by the reader's name: as MLX stores it, or dequantized to
-    /// f32 by candle.
+    /// A tensor by the reader's name: as MLX stores it, or read by candle,
+    /// as an affine triple part or dequantized to f32.
     pub fn tensor(&self, name: &str) -> Result<Option<Array>> {
         if let Some(f) = &self.mlx {
             return f.get_array(name).map_err(|e| self.bad(e));
+        }
+        if let Some((stem, part)) = name.rsplit_once('.') {
+            let weight = format!("{stem}.weight");
+            if let (Some(i), Some(info)) = (
+                TRIPLE.iter().position(|p| *p == part),
+                self.content.tensor_infos.get(&weight),
+            ) {
+                if repackable(info) {
+                    return self.repacked_part(stem, &weight, i).map(Some);
+                }
+            }
         }
         if !self.content.tensor_infos.contains_key(name) {
             return Ok(None);
@@ -100,6 +139,46 @@ impl GgufModelFile {
             .and_then(|t| t.flatten_all()?.to_vec1::<f32>())
             .map_err(|e| self.bad(format!("tensor '{name}': {e}")))?;
         Ok(Some(Array::from_slice(&values, &dims)))
+    }
+
+    /// Part `i` of [`TRIPLE`] of the repacked matrix `weight`.
+    fn repacked_part(&self, stem: &str, weight: &str, i: usize) -> Result<Array> {
+        let mut cache = self.repacked.borrow_mut();
+        if let Some((cached, parts)) = cache.as_ref() {
+            if cached == stem {
+                return Ok(parts[i].clone());
+            }
+        }
+        let file = std::fs::File::open(&self.path)
+            .map_err(|e| EngineError::io(format!("opening {}", self.path.display()), e))?;
+        let q = self
+            .content
+            .tensor(&mut BufReader::new(file), weight, &candle_core::Device::Cpu)
+            .map_err(|e| self.bad(format!("tensor '{weight}': {e}")))?;
+        let dims = q.shape().dims();
+        let (rows, cols) = (dims[0], dims[1]);
+        let raw = q
+            .data()
+            .map_err(|e| self.bad(format!("tensor '{weight}': {e}")))?;
+        let a = gguf_affine::repack(q.dtype(), &raw, cols)
+            .ok_or_else(|| self.bad(format!("tensor '{weight}' cannot be repacked")))?;
+        let (r, c, g) = (rows as i32, cols as i32, (cols / gguf_affine::GROUP) as i32);
+        let exact = |v: &[f32]| -> Result<Array> {
+            let t = Array::from_slice(v, &[r, g]);
+            Ok(if a.half_exact {
+                t.as_dtype(mlx_rs::Dtype::Float16)?
+            } else {
+                t
+            })
+        };
+        let parts = [
+            Array::from_slice(&a.packed, &[r, c * a.bits / 32]),
+            exact(&a.scales)?,
+            exact(&a.biases)?,
+        ];
+        let part = parts[i].clone();
+        *cache = Some((stem.to_string(), parts));
+        Ok(part)
     }
 
     fn value(&self, key: &str) -> Option<&Value> {

@@ -26,7 +26,13 @@ impl LoadedModel {
     }
 
     pub fn load_source(source: &ModelSource, mode: WeightMode) -> Result<Self> {
-        crate::loading::cpu_blas::configure_threads();
+        crate::cpu::blas::configure_threads();
+        #[cfg(not(target_os = "macos"))]
+        tracing::info!(
+            weights = ?mode,
+            "quantized matmul on the CPU: {}",
+            crate::cpu::qmm::path()
+        );
         let parts = ModelParts::read(source, mode)?;
         let model = registry::load(parts.config, &parts.hyper, &parts.weights)?;
         Ok(LoadedModel {

@@ -9,9 +9,9 @@
 pub(crate) mod chat_template;
 pub(crate) mod config;
 pub(crate) mod convert;
-pub(crate) mod cpu_blas;
 pub(crate) mod eos;
 pub(crate) mod gguf;
+mod gguf_affine;
 mod loaded;
 mod parts;
 pub(crate) mod source;

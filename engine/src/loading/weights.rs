@@ -2,9 +2,11 @@
 //! format, plus the two layer kinds that hold them: [`Linear`] and
 //! [`Embedding`], each dense or MLX-quantized.
 //!
-//! On the CPU every quantized tensor is dequantized to f32 at load: MLX's
-//! quantized matmul on x86 is several times slower than an f32 matmul with
-//! BLAS. On Metal the quantized form is kept and multiplied directly.
+//! Quantized matrices stay packed where a fast kernel multiplies them: on
+//! Metal always (MLX's own), on the CPU where afm's primitive
+//! ([`crate::cpu::qmm`]) takes their format. Everything else is
+//! dequantized to f32 at load, since MLX's CPU quantized kernels on x86 are
+//! several times slower than an f32 matmul with BLAS.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,6 +15,7 @@ use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::{broadcast_to, concatenate, dequantize, matmul, quantized_matmul};
 use mlx_rs::Array;
 
+use crate::cpu::qmm;
 use crate::error::{EngineError, Result};
 use crate::loading::config::QuantizationConfig;
 use crate::loading::gguf::GgufModelFile;
@@ -23,10 +26,15 @@ const GGUF_GROUP_SIZE: i32 = 32;
 /// How quantized tensors are stored and used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WeightMode {
-    /// Dequantize at load (the CPU path).
+    /// Dequantize every quantized weight to f32 at load (`--dtype f32`).
     Dequantize,
-    /// Keep quantized and use quantized kernels (the Metal path).
+    /// Keep every quantized weight as stored and multiply with MLX's
+    /// quantized ops (the Metal path).
     KeepQuantized,
+    /// Keep packed the matrices afm's CPU primitive multiplies
+    /// ([`qmm::supports`]); dequantize the rest, including routed experts
+    /// (MLX's CPU `gather_qmm` is a scalar loop). The CPU path.
+    PackedForCpu,
 }
 
 impl WeightMode {
@@ -34,6 +42,8 @@ impl WeightMode {
     pub fn for_platform() -> Self {
         if cfg!(target_os = "macos") {
             WeightMode::KeepQuantized
+        } else if qmm::path().is_primitive() {
+            WeightMode::PackedForCpu
         } else {
             WeightMode::Dequantize
         }
@@ -178,9 +188,28 @@ impl TensorMap {
     /// The linear layer whose weight is `<prefix>.weight` (`[out, in]`).
     pub fn linear(&self, prefix: &str) -> Result<Linear> {
         match self.quantized(prefix)? {
+            Some(q) if self.keeps_packed(&q) => Ok(Linear::Quantized(q)),
+            Some(q) => Ok(Linear::Dense(q.dequantize()?)),
+            None => Ok(Linear::Dense(self.dense(&format!("{prefix}.weight"))?)),
+        }
+    }
+
+    /// Stacked routed experts `<prefix>.weight` (`[experts, out, in]`),
+    /// multiplied through a gather: packed only where MLX's `gather_qmm`
+    /// is fast (Metal), or when the mode keeps everything as stored.
+    pub fn expert_stack(&self, prefix: &str) -> Result<Linear> {
+        match self.quantized(prefix)? {
             Some(q) if self.mode == WeightMode::KeepQuantized => Ok(Linear::Quantized(q)),
             Some(q) => Ok(Linear::Dense(q.dequantize()?)),
             None => Ok(Linear::Dense(self.dense(&format!("{prefix}.weight"))?)),
+        }
+    }
+
+    fn keeps_packed(&self, q: &QuantizedWeight) -> bool {
+        match self.mode {
+            WeightMode::Dequantize => false,
+            WeightMode::KeepQuantized => true,
+            WeightMode::PackedForCpu => q.runs_on_primitive(),
         }
     }
 
@@ -241,16 +270,34 @@ pub struct QuantizedWeight {
 }
 
 impl QuantizedWeight {
-    /// The matrix as f32.
+    /// Input size (columns of the dequantized matrix).
+    pub fn in_features(&self) -> i32 {
+        self.scales.dim(-1) * self.group_size
+    }
+
+    /// Whether afm's CPU primitive multiplies this matrix (else MLX's
+    /// `quantized_matmul` does).
+    fn runs_on_primitive(&self) -> bool {
+        self.biases.is_some() && qmm::supports(self.bits, self.group_size, self.in_features())
+    }
+
+    /// The matrix as f32, exactly: `scale · q + bias` in f32. (MLX's
+    /// `dequantize` computes in the scales' dtype, so f16 scales, as GGUF
+    /// blocks and most checkpoints have, would round every weight to f16:
+    /// up to 1.4e-3 off for 8-bit values.)
     pub fn dequantize(&self) -> Result<Array> {
-        let w = dequantize(
+        let biases = self
+            .biases
+            .as_ref()
+            .map(|b| b.as_type::<f32>())
+            .transpose()?;
+        Ok(dequantize(
             &self.weight,
-            &self.scales,
-            self.biases.as_ref(),
+            &self.scales.as_type::<f32>()?,
+            biases.as_ref(),
             self.group_size,
             self.bits,
-        )?;
-        Ok(w.as_type::<f32>()?)
+        )?)
     }
 }
 
@@ -265,6 +312,14 @@ impl Linear {
     pub fn forward(&self, x: &Array) -> Result<Array> {
         Ok(match self {
             Linear::Dense(w) => matmul(x, w.t())?,
+            Linear::Quantized(q) if q.runs_on_primitive() => qmm::affine_qmm(
+                x,
+                &q.weight,
+                &q.scales,
+                q.biases.as_ref().expect("checked by runs_on_primitive"),
+                q.group_size,
+                q.bits,
+            )?,
             Linear::Quantized(q) => quantized_matmul(
                 x,
                 &q.weight,
@@ -275,6 +330,14 @@ impl Linear {
                 q.bits,
             )?,
         })
+    }
+
+    /// Whether each row of the output depends on its own input row alone,
+    /// bit for bit, whatever the number of rows (afm's CPU primitive: a
+    /// fixed reduction order per output). Batch-invariant mode then needs
+    /// no fixed-shape row blocks.
+    pub fn rows_independent(&self) -> bool {
+        matches!(self, Linear::Quantized(q) if q.runs_on_primitive())
     }
 
     /// `x` given as row blocks (`[blocks, rows, in]`), each block through its
@@ -495,15 +558,16 @@ impl Embedding {
         Ok(match &self.0 {
             Linear::Dense(w) => w.take_axis(ids, 0)?,
             Linear::Quantized(q) => {
+                // The rows only, dequantized exactly as QuantizedWeight does.
                 let rows = |a: &Array| a.take_axis(ids, 0);
-                let w = dequantize(
+                let f32_rows = |a: &Array| -> Result<Array> { Ok(rows(a)?.as_type::<f32>()?) };
+                dequantize(
                     rows(&q.weight)?,
-                    rows(&q.scales)?,
-                    q.biases.as_ref().map(rows).transpose()?.as_ref(),
+                    f32_rows(&q.scales)?,
+                    q.biases.as_ref().map(f32_rows).transpose()?.as_ref(),
                     q.group_size,
                     q.bits,
-                )?;
-                w.as_type::<f32>()?
+                )?
             }
         })
     }

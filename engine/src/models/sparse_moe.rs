@@ -174,7 +174,7 @@ impl ExpertStack {
     /// so.
     pub fn load(weights: &TensorMap, prefix: &str, activation: Activation) -> Result<Self> {
         let part = |proj: &str| -> Result<Experts> {
-            match weights.linear(&format!("{prefix}.{proj}"))? {
+            match weights.expert_stack(&format!("{prefix}.{proj}"))? {
                 Linear::Quantized(q) => Ok(Experts::Quantized(q)),
                 Linear::Dense(w) => Experts::dense(w),
             }

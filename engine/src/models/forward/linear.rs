@@ -22,7 +22,7 @@ pub(super) const ROW_BLOCK: i32 = 8;
 
 /// `lin` applied to `x` (`[1, rows, in]`).
 pub(super) fn apply(lin: &Linear, x: &Array, batch_invariant: bool) -> Result<Array> {
-    if !batch_invariant {
+    if !batch_invariant || lin.rows_independent() {
         return lin.forward(x);
     }
     let (rows, width) = (x.dim(1), x.dim(2));

@@ -1,0 +1,207 @@
+//! `y = x · Wᵀ` straight from MLX affine-quantized weights on the CPU.
+//!
+//! MLX's CPU `quantized_matmul` on x86 is a scalar loop on one thread (its
+//! SIMD path exists only in Apple's Accelerate build), so without this the
+//! engine had to dequantize every weight to f32 at load and read 4-8x the
+//! bytes per token. `cpu-kernels/` (C++, built by `build.rs`) adds an MLX
+//! primitive, `AffineQmm`, with AVX2+FMA kernels and a portable fallback; it
+//! sits in MLX's lazy graph like any op and copies nothing. This module is
+//! its Rust face: whether it can run here ([`path`]), which formats it takes
+//! ([`supports`]) and the op itself ([`affine_qmm`]).
+//!
+//! Each output's arithmetic is a fixed sequence that depends only on the
+//! weight's format and `K`, never on how many rows `x` has or how the rows
+//! are split over threads, so the op is batch-invariant by construction.
+//!
+//! It goes away when MLX's CPU backend gets SIMD quantized kernels of its
+//! own: [`path`] then reports it unused and `Linear` falls back to
+//! `quantized_matmul`.
+
+use std::sync::OnceLock;
+
+use mlx_rs::Array;
+
+use crate::error::Result;
+
+/// How this process multiplies by quantized weights on the CPU, decided once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Path {
+    /// afm's primitive: the AVX2+FMA kernel (`avx2`) or the portable one,
+    /// on `threads` threads (the caller's included).
+    Primitive { avx2: bool, threads: usize },
+    /// Not used, and why (a Metal build, `AFM_QMM=off`, or an MLX other
+    /// than the one the primitive was compiled against).
+    Unavailable(String),
+}
+
+impl std::fmt::Display for Path {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Primitive { avx2, threads } => write!(
+                f,
+                "afm affine qmm ({} kernel, {threads} threads)",
+                if *avx2 { "AVX2+FMA" } else { "portable" }
+            ),
+            Path::Unavailable(why) => write!(f, "MLX's own ({why})"),
+        }
+    }
+}
+
+impl Path {
+    pub fn is_primitive(&self) -> bool {
+        matches!(self, Path::Primitive { .. })
+    }
+}
+
+/// The path this process takes (checked on first use).
+pub fn path() -> &'static Path {
+    static PATH: OnceLock<Path> = OnceLock::new();
+    PATH.get_or_init(ffi::probe)
+}
+
+/// Whether the primitive runs a matrix of this format: affine `bits` 4 or
+/// 8, groups of 32, 64 or 128 along `in_features` (MLX 4/8-bit checkpoints;
+/// GGUF Q4_0, Q4_1, Q8_0 and Q4_K as the loader maps them).
+pub fn supports(bits: i32, group_size: i32, in_features: i32) -> bool {
+    path().is_primitive()
+        && matches!(bits, 4 | 8)
+        && matches!(group_size, 32 | 64 | 128)
+        && in_features > 0
+        && in_features % group_size == 0
+}
+
+/// `x[..., K] · dequantize(w, scales, biases)ᵀ` as f32 `[..., N]`: MLX's
+/// `quantized_matmul(x, w, scales, biases, transpose = true, ..)`, lazily.
+/// Only where [`supports`] says so.
+pub fn affine_qmm(
+    x: &Array,
+    w: &Array,
+    scales: &Array,
+    biases: &Array,
+    group_size: i32,
+    bits: i32,
+) -> Result<Array> {
+    ffi::affine_qmm(x, w, scales, biases, group_size, bits)
+}
+
+#[cfg(not(target_os = "macos"))]
+mod ffi {
+    use std::ffi::{c_char, c_int, CStr};
+
+    use mlx_rs::Array;
+    use mlx_sys::{mlx_array, mlx_array_new, mlx_stream};
+
+    use super::Path;
+    use crate::error::{EngineError, Result};
+
+    // cpu-kernels/primitive.h; `mlx_array` and `mlx_stream` are mlx-c's
+    // handles, which the C side reads as the same one-pointer structs.
+    extern "C" {
+        fn afm_affine_qmm(
+            res: *mut mlx_array,
+            x: mlx_array,
+            w: mlx_array,
+            scales: mlx_array,
+            biases: mlx_array,
+            group_size: c_int,
+            bits: c_int,
+            s: mlx_stream,
+        ) -> c_int;
+        fn afm_qmm_last_error() -> *const c_char;
+        fn afm_qmm_set_threads(n: c_int) -> c_int;
+        fn afm_qmm_uses_avx2() -> c_int;
+        fn afm_qmm_mlx_version_built() -> *const c_char;
+        fn afm_qmm_mlx_version_loaded() -> *const c_char;
+    }
+
+    fn text(p: *const c_char) -> String {
+        // SAFETY: the C side returns NUL-terminated strings that live as long
+        // as the process (static) or until the thread's next call (errors).
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+
+    pub(super) fn probe() -> Path {
+        if std::env::var("AFM_QMM").is_ok_and(|v| v == "off" || v == "0") {
+            return Path::Unavailable("AFM_QMM=off".into());
+        }
+        // SAFETY: plain C functions without arguments.
+        let (built, loaded) = unsafe {
+            (
+                text(afm_qmm_mlx_version_built()),
+                text(afm_qmm_mlx_version_loaded()),
+            )
+        };
+        // The primitive subclasses mlx::core::Primitive and touches array
+        // internals: neither is ABI-stable across MLX releases.
+        if built != loaded {
+            return Path::Unavailable(format!(
+                "the primitive was compiled for MLX {built}, the process runs MLX {loaded}"
+            ));
+        }
+        // SAFETY: plain C functions; n <= 0 only queries.
+        let (avx2, threads) = unsafe { (afm_qmm_uses_avx2() == 1, afm_qmm_set_threads(0)) };
+        Path::Primitive {
+            avx2,
+            threads: threads.max(1) as usize,
+        }
+    }
+
+    pub(super) fn affine_qmm(
+        x: &Array,
+        w: &Array,
+        scales: &Array,
+        biases: &Array,
+        group_size: i32,
+        bits: i32,
+    ) -> Result<Array> {
+        // SAFETY: every handle comes from a live mlx-rs Array; `res` starts
+        // empty (mlx-c's convention for outputs) and on success holds a new
+        // array that `Array::from_ptr` takes ownership of. A NULL stream is
+        // the default CPU stream.
+        unsafe {
+            let mut res = mlx_array_new();
+            let status = afm_affine_qmm(
+                &mut res,
+                x.as_ptr(),
+                w.as_ptr(),
+                scales.as_ptr(),
+                biases.as_ptr(),
+                group_size,
+                bits,
+                mlx_stream {
+                    ctx: std::ptr::null_mut(),
+                },
+            );
+            if status != 0 {
+                mlx_sys::mlx_array_free(res);
+                return Err(EngineError::Mlx(text(afm_qmm_last_error())));
+            }
+            Ok(Array::from_ptr(res))
+        }
+    }
+}
+
+#[cfg(target_os = "macos")]
+mod ffi {
+    use mlx_rs::Array;
+
+    use super::Path;
+    use crate::error::{EngineError, Result};
+
+    pub(super) fn probe() -> Path {
+        Path::Unavailable("Metal runs MLX's quantized matmul".into())
+    }
+
+    pub(super) fn affine_qmm(
+        _: &Array,
+        _: &Array,
+        _: &Array,
+        _: &Array,
+        _: i32,
+        _: i32,
+    ) -> Result<Array> {
+        Err(EngineError::Unsupported(
+            "afm's CPU quantized matmul on macOS".into(),
+        ))
+    }
+}
