@@ -1,6 +1,6 @@
 //! criterion benchmark of the CPU quantized matmul alone (afm's primitive,
 //! `afm_engine::cpu::qmm`), for every weight format the engine keeps packed
-//! on the CPU, at 1, 8 and 32 rows of x, beside the f32 BLAS product it
+//! on the CPU, at 1, 8, 32 and 256 rows of x, beside the f32 BLAS product it
 //! replaces and the machine's memory read bandwidth measured in the same
 //! run. Throughput is bytes of weights read per call (packed values +
 //! scales + biases; the f32 matrix for BLAS), so the figures compare with
@@ -22,9 +22,11 @@ use std::time::Duration;
 
 use afm_engine::cpu::qmm;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mlx_rs::ops::{matmul, quantize};
+use mlx_rs::ops::{dequantize, matmul, quantize};
 use mlx_rs::transforms::eval;
-use mlx_rs::{random, Array, Dtype};
+use mlx_rs::{Array, Dtype};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
 
 /// A projection of the size of a small model's MLP (K -> N).
 const K: i32 = 2048;
@@ -33,6 +35,16 @@ const N: i32 = 2048;
 const COLD_BYTES: usize = 192 << 20;
 /// Bytes the bandwidth probe streams.
 const STREAM_BYTES: usize = 512 << 20;
+
+/// `[rows, cols]` of values uniform in ±`half`, from a fixed seed. (mlx-rs's
+/// `random` seeds itself with a macOS-only clock and does not link here.)
+fn uniform(rows: i32, cols: i32, half: f32, seed: u64) -> Array {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let v: Vec<f32> = (0..rows * cols)
+        .map(|_| half * ((rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0))
+        .collect();
+    Array::from_slice(&v, &[rows, cols])
+}
 
 struct Packed {
     w: Array,
@@ -60,9 +72,9 @@ fn benches(c: &mut Criterion) {
     });
     drop(buf);
 
-    let w = random::normal::<f32>(&[N, K], 0.0, 0.05, None).unwrap();
-    for rows in [1, 8, 32] {
-        let x = random::normal::<f32>(&[1, rows, K], 0.0, 1.0, None).unwrap();
+    let w = uniform(N, K, 0.05, 1);
+    for rows in [1, 8, 32, 256] {
+        let x = uniform(rows, K, 1.0, 2).reshape(&[1, rows, K]).unwrap();
         eval([&x, &w]).unwrap();
 
         // f32 BLAS: what every quantized weight was before (and Q6_K is).
@@ -110,6 +122,23 @@ fn benches(c: &mut Criterion) {
                     eval([&p.w, &p.scales, &p.biases]).unwrap();
                 }
                 g.throughput(Throughput::Bytes(bytes as u64));
+                if group == 32 {
+                    // The alternative for many rows (prefill): dequantize
+                    // the matrix to f32 in the call, then BLAS.
+                    let mut next = 0;
+                    let id = BenchmarkId::new(format!("q{bits}_g{group}_dequant_blas"), rows);
+                    g.bench_with_input(id, &rows, |bch, _| {
+                        bch.iter(|| {
+                            next = (next + 1) % all.len();
+                            let p = &all[next];
+                            let s = p.scales.as_dtype(Dtype::Float32).unwrap();
+                            let b = p.biases.as_dtype(Dtype::Float32).unwrap();
+                            let w = dequantize(&p.w, &s, Some(&b), group, bits).unwrap();
+                            let y = matmul(&x, w.t()).unwrap();
+                            eval([&y]).unwrap();
+                        })
+                    });
+                }
                 let mut next = 0;
                 let id = BenchmarkId::new(format!("q{bits}_g{group}"), rows);
                 g.bench_with_input(id, &rows, |bch, _| {
