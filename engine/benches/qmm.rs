@@ -2,7 +2,8 @@
 //! `afm_engine::cpu::qmm`), for every weight format the engine keeps packed
 //! on the CPU, at 1, 8, 32 and 256 rows of x, beside the f32 BLAS product it
 //! replaces and the machine's memory read bandwidth measured in the same
-//! run. Throughput is bytes of weights read per call (packed values +
+//! run; at 256 rows also default mode's prefill path (tiles of W
+//! dequantized, then BLAS). Throughput is bytes of weights read per call (packed values +
 //! scales + biases; the f32 matrix for BLAS), so the figures compare with
 //! the bandwidth line directly.
 //!
@@ -22,7 +23,7 @@ use std::time::Duration;
 
 use afm_engine::cpu::qmm;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mlx_rs::ops::{dequantize, matmul, quantize};
+use mlx_rs::ops::{matmul, quantize};
 use mlx_rs::transforms::eval;
 use mlx_rs::{Array, Dtype};
 use rand_chacha::ChaCha8Rng;
@@ -122,19 +123,18 @@ fn benches(c: &mut Criterion) {
                     eval([&p.w, &p.scales, &p.biases]).unwrap();
                 }
                 g.throughput(Throughput::Bytes(bytes as u64));
-                if group == 32 {
-                    // The alternative for many rows (prefill): dequantize
-                    // the matrix to f32 in the call, then BLAS.
+                if group == 32 && rows >= qmm::BLAS_MIN_ROWS {
+                    // Default mode's path for many rows (prefill): tiles of
+                    // W dequantized with AVX2, then BLAS.
                     let mut next = 0;
                     let id = BenchmarkId::new(format!("q{bits}_g{group}_dequant_blas"), rows);
                     g.bench_with_input(id, &rows, |bch, _| {
                         bch.iter(|| {
                             next = (next + 1) % all.len();
                             let p = &all[next];
-                            let s = p.scales.as_dtype(Dtype::Float32).unwrap();
-                            let b = p.biases.as_dtype(Dtype::Float32).unwrap();
-                            let w = dequantize(&p.w, &s, Some(&b), group, bits).unwrap();
-                            let y = matmul(&x, w.t()).unwrap();
+                            let y =
+                                qmm::affine_qmm(&x, &p.w, &p.scales, &p.biases, group, bits, false)
+                                    .unwrap();
                             eval([&y]).unwrap();
                         })
                     });
@@ -145,8 +145,8 @@ fn benches(c: &mut Criterion) {
                     bch.iter(|| {
                         next = (next + 1) % all.len();
                         let p = &all[next];
-                        let y =
-                            qmm::affine_qmm(&x, &p.w, &p.scales, &p.biases, group, bits).unwrap();
+                        let y = qmm::affine_qmm(&x, &p.w, &p.scales, &p.biases, group, bits, true)
+                            .unwrap();
                         eval([&y]).unwrap();
                     })
                 });

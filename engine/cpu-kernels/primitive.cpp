@@ -71,6 +71,7 @@ mx::array affine_qmm(
     const mx::array& biases,
     int group_size,
     int bits,
+    int blas_min_rows,
     mx::StreamOrDevice s) {
   auto stream = mx::to_stream(s);
   if (!(stream.device == mx::Device::cpu))
@@ -98,7 +99,7 @@ mx::array affine_qmm(
   return mx::array(
       std::move(out_shape),
       mx::float32,
-      std::make_shared<AffineQmm>(stream, group_size, bits),
+      std::make_shared<AffineQmm>(stream, group_size, bits, blas_min_rows),
       {x, w, scales, biases});
 }
 
@@ -128,12 +129,15 @@ void AffineQmm::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::a
                     bi = view_of(inputs[3]),
                     y = out.data<float>(),
                     mat,
-                    M]() mutable {
+                    M,
+                    blas = blas_min_rows_ > 0 && M >= blas_min_rows_ && qmm::sgemm_available()]() mutable {
     std::vector<char> xb, wb, sb, bb;
     mat.w = static_cast<const uint32_t*>(dense(w, wb));
     mat.scales = dense(sc, sb);
     mat.biases = dense(bi, bb);
-    qmm::matmul(static_cast<const float*>(dense(x, xb)), M, mat, y);
+    const float* xd = static_cast<const float*>(dense(x, xb));
+    if (blas) qmm::matmul_dequant_sgemm(xd, M, mat, y);
+    else qmm::matmul(xd, M, mat, y);
   });
 }
 
@@ -149,7 +153,8 @@ std::vector<mx::Shape> AffineQmm::output_shapes(const std::vector<mx::array>& in
 
 bool AffineQmm::is_equivalent(const mx::Primitive& other) const {
   auto* o = dynamic_cast<const AffineQmm*>(&other);
-  return o && o->group_size_ == group_size_ && o->bits_ == bits_;
+  return o && o->group_size_ == group_size_ && o->bits_ == bits_ &&
+      o->blas_min_rows_ == blas_min_rows_;
 }
 
 } // namespace afm
@@ -189,12 +194,13 @@ extern "C" int afm_affine_qmm(
     afm_mlx_array biases,
     int group_size,
     int bits,
+    int blas_min_rows,
     afm_mlx_stream s) {
   try {
     if (!res) throw std::invalid_argument("[afm_affine_qmm] res is NULL");
     mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
     if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
-    auto y = afm::affine_qmm(get(x), get(w), get(scales), get(biases), group_size, bits, sd);
+    auto y = afm::affine_qmm(get(x), get(w), get(scales), get(biases), group_size, bits, blas_min_rows, sd);
     if (res->ctx) *static_cast<mx::array*>(res->ctx) = std::move(y);
     else res->ctx = new mx::array(std::move(y));
     g_last_error.clear();

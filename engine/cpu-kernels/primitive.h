@@ -17,6 +17,11 @@ namespace afm {
 
 namespace mx = mlx::core;
 
+// With blas_min_rows > 0, calls with at least that many rows of x take the
+// dequantize-then-sgemm path (qmm::matmul_dequant_sgemm: faster for
+// prefill, but rounding by BLAS shape, so rows are no longer independent of
+// their batch); 0 keeps every call on the batch-invariant kernel.
+//
 // y[..., N] = x[..., K] · dequantize(w, scales, biases)ᵀ, as
 // mx::quantized_matmul(x, w, scales, biases, /*transpose=*/true, group_size,
 // bits, "affine") but always f32 out (x is cast to f32 when it is not).
@@ -29,12 +34,13 @@ mx::array affine_qmm(
     const mx::array& biases,
     int group_size,
     int bits,
+    int blas_min_rows = 0,
     mx::StreamOrDevice s = {});
 
 class AffineQmm : public mx::Primitive {
  public:
-  AffineQmm(mx::Stream stream, int group_size, int bits)
-      : mx::Primitive(stream), group_size_(group_size), bits_(bits) {}
+  AffineQmm(mx::Stream stream, int group_size, int bits, int blas_min_rows)
+      : mx::Primitive(stream), group_size_(group_size), bits_(bits), blas_min_rows_(blas_min_rows) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
@@ -57,6 +63,7 @@ class AffineQmm : public mx::Primitive {
  private:
   int group_size_;
   int bits_;
+  int blas_min_rows_;
 };
 
 } // namespace afm
@@ -90,6 +97,7 @@ int afm_affine_qmm(
     afm_mlx_array biases,
     int group_size,
     int bits,
+    int blas_min_rows,
     afm_mlx_stream s);
 
 // The message of this thread's last failed call ("" if none).

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <dlfcn.h>
+
 #include "qmm_affine_impl.h"
 #include "thread_pool.h"
 
@@ -117,6 +119,21 @@ void rows_scalar(const Job& j, int64_t n0, int64_t n1) {
           b += load_scale(W.biases, W.scale_type, n * ng + g) * xs[g];
         j.y[m * W.n + n] = acc + b;
       }
+    }
+  }
+}
+
+void dequant_rows_scalar(const AffineMatrix& W, int64_t n0, int64_t n1, float* out) {
+  const int64_t k = W.k, ng = k / W.group_size;
+  const int64_t row_bytes = k * W.bits / 8;
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(W.w);
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = base + n * row_bytes;
+    for (int64_t g = 0; g < ng; ++g) {
+      const float s = load_scale(W.scales, W.scale_type, n * ng + g);
+      const float b = load_scale(W.biases, W.scale_type, n * ng + g);
+      for (int64_t e = g * W.group_size; e < (g + 1) * W.group_size; ++e)
+        out[(n - n0) * k + e] = s * float(q_at(row, W.bits, e)) + b;
     }
   }
 }
@@ -255,6 +272,51 @@ void matmul(const float* x, int64_t m, const AffineMatrix& w, float* y, Path pat
   tasks = int(std::min<int64_t>(tasks, blocks));
   Split split{&job, avx2, tasks, w.n};
   p.run(tasks, run_task, &split);
+}
+
+namespace {
+
+// cblas_sgemm's signature and the CBLAS enum values it takes.
+using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int,
+                       float, float*, int);
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+
+Sgemm sgemm() {
+  static const Sgemm f = reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
+  return f;
+}
+
+} // namespace
+
+bool sgemm_available() {
+  return sgemm() != nullptr;
+}
+
+void matmul_dequant_sgemm(const float* x, int64_t m, const AffineMatrix& w, float* y, Path path) {
+  if (!supported(w.bits, w.group_size, w.k))
+    throw std::invalid_argument("affine qmm: unsupported format for the sgemm path");
+  const Sgemm gemm = sgemm();
+  if (!gemm) throw std::runtime_error("affine qmm: no cblas_sgemm in the process");
+  if (m <= 0 || w.n <= 0) return;
+  const bool avx2 = resolve_path(path) == Path::Avx2;
+  // Tiles of W rows of about 1 MB of f32: they stay in cache between the
+  // dequantization and the product that reads them.
+  const int64_t tile = std::max<int64_t>(64, std::min<int64_t>(w.n, (int64_t(1) << 18) / w.k));
+  thread_local std::vector<float> buf;
+  if (buf.size() < size_t(tile * w.k)) buf.resize(tile * w.k);
+  for (int64_t n0 = 0; n0 < w.n; n0 += tile) {
+    const int64_t n1 = std::min(w.n, n0 + tile);
+#if defined(__x86_64__)
+    if (avx2) detail::dequant_rows_avx2(w, n0, n1, buf.data());
+    else detail::dequant_rows_scalar(w, n0, n1, buf.data());
+#else
+    (void)avx2;
+    detail::dequant_rows_scalar(w, n0, n1, buf.data());
+#endif
+    // y[:, n0:n1] = x · tileᵀ
+    gemm(kRowMajor, kNoTrans, kTrans, int(m), int(n1 - n0), int(w.k), 1.0f, x, int(w.k),
+         buf.data(), int(w.k), 0.0f, y + n0, int(w.n));
+  }
 }
 
 } // namespace afm::qmm

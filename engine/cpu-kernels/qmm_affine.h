@@ -63,4 +63,16 @@ void matmul(
     float* y,
     Path path = Path::Auto);
 
+// Whether the process has a CBLAS sgemm (the BLAS libmlx uses is loaded
+// with it; looked up once with dlsym).
+bool sgemm_available();
+
+// y = x · Wᵀ by dequantizing tiles of W to f32 and multiplying them with
+// the BLAS sgemm: faster than matmul() for many rows of x (prefill), where
+// the product is compute-bound. Rounding follows BLAS, which picks its
+// kernels by shape, so a row's result may depend on the other rows: never
+// for batch-invariant callers. Requires sgemm_available().
+void matmul_dequant_sgemm(const float* x, int64_t m, const AffineMatrix& w, float* y,
+                          Path path = Path::Auto);
+
 } // namespace afm::qmm

@@ -268,4 +268,52 @@ void rows_avx2(const Job& j, int64_t n0, int64_t n1) {
   else rows_g<8>(j, n0, n1);
 }
 
+namespace {
+
+// Rows n0..n1 of W as f32 (out: [n1 - n0, k]); w = s * q + b per group,
+// one multiply and one add per value (no FMA: the same rounding as the
+// portable path and as MLX's dequantize in f32).
+template <int BITS, int ST>
+void dequant(const AffineMatrix& W, int64_t n0, int64_t n1, float* out) {
+  const int64_t k = W.k, ng = k / W.group_size;
+  const int64_t row_bytes = k * BITS / 8;
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(W.w);
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = base + n * row_bytes;
+    float* o = out + (n - n0) * k;
+    for (int64_t g = 0; g < ng; ++g) {
+      const __m256 s = _mm256_set1_ps(load_scale<ST>(W.scales, n * ng + g));
+      const __m256 b = _mm256_set1_ps(load_scale<ST>(W.biases, n * ng + g));
+      for (int64_t c = g * W.group_size; c < (g + 1) * W.group_size; c += 16) {
+        __m256 w0, w1;
+        unpack16<BITS>(row + c * BITS / 8, w0, w1);
+        if constexpr (BITS == 4) {
+          // w0 holds the even elements, w1 the odd ones: interleave back.
+          const __m256 lo = _mm256_unpacklo_ps(w0, w1), hi = _mm256_unpackhi_ps(w0, w1);
+          w0 = _mm256_permute2f128_ps(lo, hi, 0x20);
+          w1 = _mm256_permute2f128_ps(lo, hi, 0x31);
+        }
+        _mm256_storeu_ps(o + c, _mm256_add_ps(_mm256_mul_ps(s, w0), b));
+        _mm256_storeu_ps(o + c + 8, _mm256_add_ps(_mm256_mul_ps(s, w1), b));
+      }
+    }
+  }
+}
+
+template <int BITS>
+void dequant_st(const AffineMatrix& W, int64_t n0, int64_t n1, float* out) {
+  switch (W.scale_type) {
+    case ScaleType::F32: return dequant<BITS, int(ScaleType::F32)>(W, n0, n1, out);
+    case ScaleType::F16: return dequant<BITS, int(ScaleType::F16)>(W, n0, n1, out);
+    case ScaleType::BF16: return dequant<BITS, int(ScaleType::BF16)>(W, n0, n1, out);
+  }
+}
+
+} // namespace
+
+void dequant_rows_avx2(const AffineMatrix& W, int64_t n0, int64_t n1, float* out) {
+  if (W.bits == 4) dequant_st<4>(W, n0, n1, out);
+  else dequant_st<8>(W, n0, n1, out);
+}
+
 } // namespace afm::qmm::detail

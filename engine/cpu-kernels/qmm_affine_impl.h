@@ -37,4 +37,8 @@ const float* prepare_avx2(const float* x, int64_t m, const AffineMatrix& w,
 void rows_scalar(const Job& job, int64_t n0, int64_t n1);
 void rows_avx2(const Job& job, int64_t n0, int64_t n1);
 
+// Rows n0..n1 of W dequantized to f32 into out ([n1 - n0, k]), s * q + b.
+void dequant_rows_scalar(const AffineMatrix& w, int64_t n0, int64_t n1, float* out);
+void dequant_rows_avx2(const AffineMatrix& w, int64_t n0, int64_t n1, float* out);
+
 } // namespace afm::qmm::detail

@@ -195,13 +195,13 @@ int main() {
   {
     afm_mlx_array x{new mx::array(x8)}, w{new mx::array(q.w)}, s{new mx::array(q.scales)},
         b{new mx::array(q.biases)}, res{nullptr};
-    int rc = afm_affine_qmm(&res, x, w, s, b, 64, 4, afm_mlx_stream{nullptr});
+    int rc = afm_affine_qmm(&res, x, w, s, b, 64, 4, 0, afm_mlx_stream{nullptr});
     bool ok = rc == 0 && res.ctx && bit_equal(host(*static_cast<mx::array*>(res.ctx)), base);
     // Reusing a non-empty result handle overwrites it in place.
-    int rc2 = afm_affine_qmm(&res, x, w, s, b, 64, 4, afm_mlx_stream{nullptr});
+    int rc2 = afm_affine_qmm(&res, x, w, s, b, 64, 4, 0, afm_mlx_stream{nullptr});
     ok = ok && rc2 == 0 && bit_equal(host(*static_cast<mx::array*>(res.ctx)), base);
     afm_mlx_array bad{nullptr};
-    int rc3 = afm_affine_qmm(&bad, x, w, s, b, 64, 3, afm_mlx_stream{nullptr});
+    int rc3 = afm_affine_qmm(&bad, x, w, s, b, 64, 3, 0, afm_mlx_stream{nullptr});
     std::printf("  C API: ok=%d, bad bits -> rc=%d \"%s\"\n", int(ok), rc3, afm_qmm_last_error());
     check(ok && rc3 == 1 && bad.ctx == nullptr && std::strlen(afm_qmm_last_error()) > 0, "C API");
     for (auto* h : {&x, &w, &s, &b, &res}) delete static_cast<mx::array*>(h->ctx);

@@ -310,6 +310,18 @@ pub enum Linear {
 
 impl Linear {
     pub fn forward(&self, x: &Array) -> Result<Array> {
+        self.product(x, false)
+    }
+
+    /// [`forward`](Self::forward) with every output row computed from its
+    /// own input row alone, bit for bit whatever the row count; only for a
+    /// layer whose [`rows_independent`](Self::rows_independent) holds.
+    pub fn forward_rows_independent(&self, x: &Array) -> Result<Array> {
+        debug_assert!(self.rows_independent());
+        self.product(x, true)
+    }
+
+    fn product(&self, x: &Array, rows_independent: bool) -> Result<Array> {
         Ok(match self {
             Linear::Dense(w) => matmul(x, w.t())?,
             Linear::Quantized(q) if q.runs_on_primitive() => qmm::affine_qmm(
@@ -319,6 +331,7 @@ impl Linear {
                 q.biases.as_ref().expect("checked by runs_on_primitive"),
                 q.group_size,
                 q.bits,
+                rows_independent,
             )?,
             Linear::Quantized(q) => quantized_matmul(
                 x,
@@ -332,10 +345,11 @@ impl Linear {
         })
     }
 
-    /// Whether each row of the output depends on its own input row alone,
-    /// bit for bit, whatever the number of rows (afm's CPU primitive: a
-    /// fixed reduction order per output). Batch-invariant mode then needs
-    /// no fixed-shape row blocks.
+    /// Whether each row of the output can be computed from its own input
+    /// row alone, bit for bit, whatever the number of rows (afm's CPU
+    /// primitive: a fixed reduction order per output), through
+    /// [`forward_rows_independent`](Self::forward_rows_independent).
+    /// Batch-invariant mode then needs no fixed-shape row blocks.
     pub fn rows_independent(&self) -> bool {
         matches!(self, Linear::Quantized(q) if q.runs_on_primitive())
     }

@@ -22,8 +22,11 @@ pub(super) const ROW_BLOCK: i32 = 8;
 
 /// `lin` applied to `x` (`[1, rows, in]`).
 pub(super) fn apply(lin: &Linear, x: &Array, batch_invariant: bool) -> Result<Array> {
-    if !batch_invariant || lin.rows_independent() {
+    if !batch_invariant {
         return lin.forward(x);
+    }
+    if lin.rows_independent() {
+        return lin.forward_rows_independent(x);
     }
     let (rows, width) = (x.dim(1), x.dim(2));
     let blocked = pad_rows(&x.reshape(&[rows, width])?, ROW_BLOCK)?;
