@@ -1,8 +1,8 @@
 //! criterion benchmark of the CPU quantized matmul alone (afm's primitive,
 //! `afm_engine::cpu::qmm`), for every weight format the engine keeps packed
-//! on the CPU, at 1, 8, 32 and 256 rows of x, beside the f32 BLAS product it
+//! on the CPU, at 1, 8, 32, 64 and 256 rows of x, beside the f32 BLAS product it
 //! replaces and the machine's memory read bandwidth measured in the same
-//! run; at 256 rows also default mode's prefill path (tiles of W
+//! run; from 64 rows also default mode's prefill path (tiles of W
 //! dequantized, then BLAS). Throughput is bytes of weights read per call (packed values +
 //! scales + biases; the f32 matrix for BLAS), so the figures compare with
 //! the bandwidth line directly.
@@ -74,7 +74,7 @@ fn benches(c: &mut Criterion) {
     drop(buf);
 
     let w = uniform(N, K, 0.05, 1);
-    for rows in [1, 8, 32, 256] {
+    for rows in [1, 8, 32, 64, 256] {
         let x = uniform(rows, K, 1.0, 2).reshape(&[1, rows, K]).unwrap();
         eval([&x, &w]).unwrap();
 
