@@ -131,6 +131,18 @@ fn llama_tensors(w: &mut Weights, c: &ModelConfig) {
     w.matrix("lm_head", c.vocab_size, d);
 }
 
+/// 32 scripts of mixed prompt lengths: a batch as full as the runner's
+/// largest.
+fn batch_of_32() -> Vec<conformance::Script> {
+    let lens: Vec<usize> = [11, 4, 9, 6, 13, 2, 8, 5]
+        .iter()
+        .cycle()
+        .take(32)
+        .copied()
+        .collect();
+    scripts(VOCAB as u32, &lens, 4)
+}
+
 fn load(config: ModelConfig, weights: &TensorMap) -> Box<dyn CausalLm> {
     registry::load(config, &HyperParams::default(), weights).unwrap()
 }
@@ -147,13 +159,7 @@ fn llama_conforms_in_batch_invariant_mode() {
     let config = llama_config();
     let mut model = load(config.clone(), &llama_weights(&config, 2));
     model.set_batch_invariant(true).unwrap();
-    let lens: Vec<usize> = [11, 4, 9, 6, 13, 2, 8, 5]
-        .iter()
-        .cycle()
-        .take(32)
-        .copied()
-        .collect();
-    batch_invariant_mode(model.as_ref(), &scripts(VOCAB as u32, &lens, 4), 64);
+    batch_invariant_mode(model.as_ref(), &batch_of_32(), 64);
 }
 
 /// Quantized weights kept packed and multiplied by afm's CPU primitive
@@ -187,13 +193,7 @@ fn llama_with_packed_quantized_weights_conforms_in_both_modes() {
 
         let mut model = load(config.clone(), &packed());
         model.set_batch_invariant(true).unwrap();
-        let lens: Vec<usize> = [11, 4, 9, 6, 13, 2, 8, 5]
-            .iter()
-            .cycle()
-            .take(32)
-            .copied()
-            .collect();
-        batch_invariant_mode(model.as_ref(), &scripts(VOCAB as u32, &lens, 4), 64);
+        batch_invariant_mode(model.as_ref(), &batch_of_32(), 64);
     }
 }
 
