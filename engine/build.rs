@@ -1,4 +1,4 @@
-//! Builds the CPU quantized-matmul primitive (`cpu-kernels/`) into the
+//! Builds the CPU primitives (`cpu-kernels/`: quantized matmul, attention) into the
 //! engine on Linux, against the MLX headers of the `mlx-cpu` wheel that the
 //! mlx-sys overlay links (`MLX_DIR`, set by the generated
 //! `.cargo/config.toml`). macOS runs MLX on Metal, whose own quantized
@@ -37,6 +37,10 @@ fn main() {
         "qmm_affine_avx2.cpp",
         "thread_pool.cpp",
         "thread_pool.h",
+        "attention.cpp",
+        "attention.h",
+        "attention_impl.h",
+        "attention_avx2.cpp",
     ] {
         println!("cargo:rerun-if-changed={}", src.join(f).display());
     }
@@ -57,19 +61,27 @@ fn main() {
         b
     };
     let x86 = env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64");
-    // Only the AVX2 file gets the ISA flags; the dispatcher checks the CPU
+    // Only the AVX2 files get the ISA flags; the dispatcher checks the CPU
     // at run time, so the library runs on any x86-64 (and off x86, the
     // portable kernel alone is built).
     if x86 {
         base()
-            .file(src.join("qmm_affine_avx2.cpp"))
+            .files(["qmm_affine_avx2.cpp", "attention_avx2.cpp"].map(|f| src.join(f)))
             .flag("-mavx2")
             .flag("-mfma")
             .flag("-mf16c")
             .compile("afm_qmm_avx2");
     }
     base()
-        .files(["qmm_affine.cpp", "thread_pool.cpp", "primitive.cpp"].map(|f| src.join(f)))
+        .files(
+            [
+                "qmm_affine.cpp",
+                "attention.cpp",
+                "thread_pool.cpp",
+                "primitive.cpp",
+            ]
+            .map(|f| src.join(f)),
+        )
         .include(&include)
         .compile("afm_qmm");
 }

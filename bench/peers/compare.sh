@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # afm-serve, mlx-lm's server and llama.cpp's llama-server on the same
-# machine and the same weights (the bundled SmolLM2 GGUF; mlx-lm gets it
-# through `afm-serve convert --dtype f32`, the form afm computes in on the
-# CPU), measured one after the other with the same afm-bench workload, then
+# machine and the same weights (a GGUF: the bundled SmolLM2, or Gemma 3 270M
+# with MODEL=gemma3-270m; mlx-lm gets it through `afm-serve convert --dtype
+# f32`, since MLX reads neither file's quantization), measured one after
+# the other with the same afm-bench workload, then
 # compared. For each server: a cold first request right after start-up (a
 # ~1,000-token prompt, `--prompts long`: time to first token is prefill),
 # then the sweep at 1, 8 and 32 concurrent requests, 32 slots each. Run on a quiet machine; not part of CI
@@ -10,7 +11,8 @@
 # source). Extra arguments go to every sweep (e.g. --concurrency 1,8);
 # PEERS="mlx-lm llama-server" re-measures some servers only.
 # Results: $OUT/<server>/bench.{json,html}, $OUT/<server>-cold/, and the
-# comparisons printed at the end.
+# comparisons printed at the end ($OUT: target/peers, or
+# target/peers/gemma3-270m).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -18,11 +20,16 @@ bash scripts/setup.sh
 cargo build --release -q -p afm-engine -p afm-harness --bins
 LLAMA_SERVER="$(bash bench/peers/llama-server.sh)"
 MLX_LM_BIN="$(bash bench/peers/mlx-lm.sh)"
-GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
-F32_DIR=.cache/peers/smollm2-f32
+MODEL="${MODEL:-smollm2}"
+case "$MODEL" in
+smollm2) OUT="${OUT:-target/peers}" ;;
+gemma3-270m) OUT="${OUT:-target/peers/$MODEL}" ;;
+*) echo "MODEL must be smollm2 or gemma3-270m, not '$MODEL'" >&2; exit 2 ;;
+esac
+GGUF="$(ls .cache/models/"$MODEL"/*.gguf | head -1)"
+F32_DIR=".cache/peers/$MODEL-f32"
 [ -f "$F32_DIR/model.safetensors" ] ||
     target/release/afm-serve convert --model "$GGUF" --out "$F32_DIR" --dtype f32
-OUT="${OUT:-target/peers}"
 MAX_SEQS=32
 SWEEP=(--concurrency 1,8,32 --requests 32 --max-tokens 64 --warmup 2 "$@")
 COLD=(--concurrency 1 --requests 1 --max-tokens 8 --warmup 0 --prompts long)

@@ -34,6 +34,7 @@
 #include "mlx/mlx.h"
 #include "primitive.h"
 #include "qmm_affine.h"
+#include "thread_pool.h"
 
 namespace mx = mlx::core;
 

@@ -1,6 +1,5 @@
 #include "primitive.h"
 
-#include <cstdarg>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -9,7 +8,9 @@
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/ops.h"
 #include "mlx/version.h"
+#include "attention.h"
 #include "qmm_affine.h"
+#include "thread_pool.h"
 
 namespace afm {
 namespace {
@@ -157,15 +158,112 @@ bool AffineQmm::is_equivalent(const mx::Primitive& other) const {
       o->blas_min_rows_ == blas_min_rows_;
 }
 
+mx::array attention(
+    const mx::array& q_in,
+    const mx::array& k,
+    const mx::array& v,
+    std::vector<int32_t> slots,
+    std::vector<int32_t> offsets,
+    int window,
+    float scale,
+    mx::StreamOrDevice s) {
+  auto stream = mx::to_stream(s);
+  if (!(stream.device == mx::Device::cpu))
+    throw std::invalid_argument("[attention] only CPU streams are supported");
+  if (q_in.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4)
+    throw std::invalid_argument("[attention] q, k and v must be 4-D");
+  if (k.shape() != v.shape()) throw std::invalid_argument("[attention] k and v must have one shape");
+  if (k.dtype() != mx::float32 || v.dtype() != mx::float32)
+    throw std::invalid_argument("[attention] k and v must be float32");
+  if (q_in.shape(3) != k.shape(3)) throw std::invalid_argument("[attention] q and k head sizes differ");
+  if (int64_t(slots.size()) != q_in.shape(0) || offsets.size() != slots.size())
+    throw std::invalid_argument("[attention] one slot and one offset per query item");
+  if (q_in.shape(1) % k.shape(1) != 0)
+    throw std::invalid_argument("[attention] query heads must be a multiple of KV heads");
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] < 0 || slots[i] >= k.shape(0))
+      throw std::invalid_argument("[attention] a slot is outside the KV store");
+    if (offsets[i] < 0 || int64_t(offsets[i]) + q_in.shape(2) > k.shape(2))
+      throw std::invalid_argument("[attention] a query's position is past the keys' capacity");
+  }
+  if (window < 0) throw std::invalid_argument("[attention] negative window");
+  auto q = q_in.dtype() == mx::float32 ? q_in : mx::astype(q_in, mx::float32, stream);
+  mx::Shape out_shape{q.shape(0), q.shape(2), q.shape(1), q.shape(3)};
+  return mx::array(
+      std::move(out_shape),
+      mx::float32,
+      std::make_shared<Attention>(stream, std::move(slots), std::move(offsets), window, scale),
+      {q, k, v});
+}
+
+namespace {
+
+// The strides of a 4-D view for the kernel, or a dense copy into `buf` when
+// its last dimension is not contiguous.
+attn::Strided4 strided4(const View& v, std::vector<char>& buf) {
+  if (v.strides[3] == 1) return {reinterpret_cast<const float*>(v.data), v.strides[0], v.strides[1], v.strides[2]};
+  const float* d = static_cast<const float*>(dense(v, buf));
+  const int64_t s2 = v.shape[3], s1 = s2 * v.shape[2], s0 = s1 * v.shape[1];
+  return {d, s0, s1, s2};
+}
+
+} // namespace
+
+void Attention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  auto& out = outputs[0];
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  for (auto& in : inputs) encoder.set_input_array(in);
+  encoder.set_output_array(out);
+
+  const auto& q = inputs[0];
+  const auto& k = inputs[1];
+  attn::Problem p{};
+  p.n = q.shape(0);
+  p.heads = q.shape(1);
+  p.l = q.shape(2);
+  p.d = q.shape(3);
+  p.kv_heads = k.shape(1);
+  p.capacity = k.shape(2);
+  p.window = window_;
+  p.scale = scale_;
+  p.out = out.data<float>();
+  encoder.dispatch([p,
+                    q = view_of(inputs[0]),
+                    k = view_of(inputs[1]),
+                    v = view_of(inputs[2]),
+                    slots = slots_,
+                    offsets = offsets_]() mutable {
+    std::vector<char> qb, kb, vb;
+    p.q = strided4(q, qb);
+    p.k = strided4(k, kb);
+    p.v = strided4(v, vb);
+    p.slots = slots.data();
+    p.offsets = offsets.data();
+    attn::attend(p);
+  });
+}
+
+void Attention::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error("[AfmAttention] has no GPU implementation; use mx::fast::scaled_dot_product_attention on Metal");
+}
+
+std::vector<mx::Shape> Attention::output_shapes(const std::vector<mx::array>& inputs) {
+  const auto& q = inputs[0];
+  return {mx::Shape{q.shape(0), q.shape(2), q.shape(1), q.shape(3)}};
+}
+
+bool Attention::is_equivalent(const mx::Primitive& other) const {
+  auto* o = dynamic_cast<const Attention*>(&other);
+  return o && o->slots_ == slots_ && o->offsets_ == offsets_ && o->window_ == window_ &&
+      o->scale_ == scale_;
+}
+
 } // namespace afm
 
 // ---------------------------------------------------------------------------
 // C entry points
-
-// mlx-c's error reporter, when mlx-c is linked into the same process (as in
-// the engine); weak so this library also links without it (tests, bench).
-extern "C" void _mlx_error(const char* file, const int line, const char* fmt, ...)
-    __attribute__((weak));
 
 namespace {
 
@@ -173,14 +271,16 @@ namespace mx = mlx::core;
 
 thread_local std::string g_last_error;
 
+// Errors go to the caller through the status and afm_qmm_last_error() only:
+// mlx-c's own error handler, until a binding installs another, exits the
+// process.
 int fail(const char* msg) {
   g_last_error = msg;
-  if (_mlx_error) _mlx_error(__FILE__, __LINE__, "%s", msg);
   return 1;
 }
 
 mx::array& get(afm_mlx_array a) {
-  if (!a.ctx) throw std::invalid_argument("[afm_affine_qmm] empty array handle");
+  if (!a.ctx) throw std::invalid_argument("[afm] empty array handle");
   return *static_cast<mx::array*>(a.ctx);
 }
 
@@ -201,6 +301,34 @@ extern "C" int afm_affine_qmm(
     mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
     if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
     auto y = afm::affine_qmm(get(x), get(w), get(scales), get(biases), group_size, bits, blas_min_rows, sd);
+    if (res->ctx) *static_cast<mx::array*>(res->ctx) = std::move(y);
+    else res->ctx = new mx::array(std::move(y));
+    g_last_error.clear();
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}
+
+extern "C" int afm_attention(
+    afm_mlx_array* res,
+    afm_mlx_array q,
+    afm_mlx_array k,
+    afm_mlx_array v,
+    const int32_t* slots,
+    const int32_t* offsets,
+    int n,
+    int window,
+    float scale,
+    afm_mlx_stream s) {
+  try {
+    if (!res) throw std::invalid_argument("[afm_attention] res is NULL");
+    if (n < 0 || (n > 0 && (!slots || !offsets)))
+      throw std::invalid_argument("[afm_attention] slots and offsets must hold n values");
+    mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
+    if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
+    auto y = afm::attention(get(q), get(k), get(v), std::vector<int32_t>(slots, slots + n),
+                            std::vector<int32_t>(offsets, offsets + n), window, scale, sd);
     if (res->ctx) *static_cast<mx::array*>(res->ctx) = std::move(y);
     else res->ctx = new mx::array(std::move(y));
     g_last_error.clear();

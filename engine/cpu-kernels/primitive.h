@@ -9,6 +9,9 @@
 // mlx-c links.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "mlx/array.h"
 #include "mlx/primitives.h"
 #include "mlx/utils.h"
@@ -66,6 +69,48 @@ class AffineQmm : public mx::Primitive {
   int blas_min_rows_;
 };
 
+// softmax(scale · q kᵀ) v for each query over the keys it sees, reading k and
+// v where they lie (attention.h). q: [n, heads, l, d] f32; k, v: [slots,
+// kv_heads, capacity, d] f32, last dimension contiguous (a whole batch KV
+// store); item i reads row slots[i] of k and v, its query l sits at position
+// offsets[i] + l and sees keys max(0, pos + 1 - window) ..= pos (window 0:
+// from 0). Result: [n, l, heads, d]. CPU streams only; throws
+// std::invalid_argument on bad shapes or positions.
+mx::array attention(
+    const mx::array& q,
+    const mx::array& k,
+    const mx::array& v,
+    std::vector<int32_t> slots,
+    std::vector<int32_t> offsets,
+    int window,
+    float scale,
+    mx::StreamOrDevice s = {});
+
+class Attention : public mx::Primitive {
+ public:
+  Attention(mx::Stream stream, std::vector<int32_t> slots, std::vector<int32_t> offsets, int window,
+            float scale)
+      : mx::Primitive(stream), slots_(std::move(slots)), offsets_(std::move(offsets)), window_(window),
+        scale_(scale) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override;
+
+  const char* name() const override {
+    return "AfmAttention";
+  }
+
+  bool is_equivalent(const mx::Primitive& other) const override;
+
+ private:
+  std::vector<int32_t> slots_;
+  std::vector<int32_t> offsets_;
+  int window_;
+  float scale_;
+};
+
 } // namespace afm
 
 // C entry points for a caller holding mlx-c handles (the Rust engine through
@@ -86,9 +131,8 @@ typedef struct afm_mlx_stream_ {
 // evaluated). *res follows mlx-c's convention for outputs: an empty handle
 // (ctx == NULL, as from mlx_array_new) gets a new array, a non-empty one is
 // overwritten. A stream with ctx == NULL means the default CPU stream.
-// Returns 0 on success; on failure 1, with the message reported through
-// mlx-c's error handler when mlx-c is linked into the process, and always
-// available from afm_qmm_last_error() on the calling thread.
+// Returns 0 on success; on failure 1, with the message available from
+// afm_qmm_last_error() on the calling thread.
 int afm_affine_qmm(
     afm_mlx_array* res,
     afm_mlx_array x,
@@ -98,6 +142,20 @@ int afm_affine_qmm(
     int group_size,
     int bits,
     int blas_min_rows,
+    afm_mlx_stream s);
+
+// afm::attention over mlx-c handles: `slots` and `offsets` hold n values
+// each (copied). Same result and error conventions as afm_affine_qmm.
+int afm_attention(
+    afm_mlx_array* res,
+    afm_mlx_array q,
+    afm_mlx_array k,
+    afm_mlx_array v,
+    const int32_t* slots,
+    const int32_t* offsets,
+    int n,
+    int window,
+    float scale,
     afm_mlx_stream s);
 
 // The message of this thread's last failed call ("" if none).

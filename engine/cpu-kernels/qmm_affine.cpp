@@ -143,26 +143,6 @@ void dequant_rows_scalar(const AffineMatrix& W, int64_t n0, int64_t n1, float* o
 namespace {
 
 std::atomic<int> g_default_path{int(Path::Auto)};
-std::mutex g_pool_mu;
-// Shared so a resize never frees a pool a concurrent call is still using.
-std::shared_ptr<ThreadPool> g_pool;
-int g_threads = 0; // 0: not decided yet
-
-int initial_threads() {
-  if (const char* s = std::getenv("AFM_QMM_THREADS")) {
-    int n = std::atoi(s);
-    if (n > 0) return n;
-  }
-  return std::max(1, physical_cores());
-}
-
-std::shared_ptr<ThreadPool> pool() {
-  std::lock_guard<std::mutex> lk(g_pool_mu);
-  if (g_threads == 0) g_threads = initial_threads();
-  if (!g_pool || g_pool->size() != g_threads) g_pool = std::make_shared<ThreadPool>(g_threads);
-  return g_pool;
-}
-
 struct Split {
   const detail::Job* job;
   bool avx2;
@@ -222,17 +202,6 @@ Path default_path() {
   return Path(g_default_path.load());
 }
 
-int num_threads() {
-  std::lock_guard<std::mutex> lk(g_pool_mu);
-  if (g_threads == 0) g_threads = initial_threads();
-  return g_threads;
-}
-
-void set_num_threads(int n) {
-  std::lock_guard<std::mutex> lk(g_pool_mu);
-  g_threads = std::max(1, n);
-}
-
 void matmul(const float* x, int64_t m, const AffineMatrix& w, float* y, Path path) {
   if (!supported(w.bits, w.group_size, w.k))
     throw std::invalid_argument(
@@ -261,7 +230,7 @@ void matmul(const float* x, int64_t m, const AffineMatrix& w, float* y, Path pat
   job.xp = detail::prepare_scalar(x, m, w, nullptr, xs_scratch.data());
 #endif
 
-  auto pool_ref = pool();
+  auto pool_ref = shared_pool();
   ThreadPool& p = *pool_ref;
   // Below ~64K multiply-adds a second thread's wake-up costs more than it saves.
   const int64_t macs = m * w.n * w.k;

@@ -48,12 +48,6 @@ Path resolve_path(Path requested);
 void set_default_path(Path p);
 Path default_path();
 
-// Threads used per call, the caller included. Defaults to the physical core
-// count (AFM_QMM_THREADS overrides); a new count applies from the next call
-// (the old pool is freed once no call uses it).
-int num_threads();
-void set_num_threads(int n);
-
 // x: [m, k] f32 row-major; y: [m, n] f32 row-major. Blocks until done.
 // Throws std::invalid_argument for unsupported shapes.
 void matmul(

@@ -10,6 +10,7 @@
 #include "mlx/mlx.h"
 #include "primitive.h"
 #include "qmm_affine.h"
+#include "thread_pool.h"
 
 namespace mx = mlx::core;
 using afm::qmm::Path;

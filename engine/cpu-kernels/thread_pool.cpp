@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -144,6 +145,40 @@ void ThreadPool::run(int tasks, TaskFn fn, void* ctx) {
   }
   drain();
   while (pending_.load() != 0) AFM_CPU_RELAX();
+}
+
+namespace {
+
+std::mutex g_pool_mu;
+std::shared_ptr<ThreadPool> g_pool;
+int g_threads = 0; // 0: not decided yet
+
+int initial_threads() {
+  if (const char* s = std::getenv("AFM_QMM_THREADS")) {
+    int n = std::atoi(s);
+    if (n > 0) return n;
+  }
+  return std::max(1, physical_cores());
+}
+
+} // namespace
+
+std::shared_ptr<ThreadPool> shared_pool() {
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  if (g_threads == 0) g_threads = initial_threads();
+  if (!g_pool || g_pool->size() != g_threads) g_pool = std::make_shared<ThreadPool>(g_threads);
+  return g_pool;
+}
+
+int num_threads() {
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  if (g_threads == 0) g_threads = initial_threads();
+  return g_threads;
+}
+
+void set_num_threads(int n) {
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  g_threads = std::max(1, n);
 }
 
 } // namespace afm::qmm

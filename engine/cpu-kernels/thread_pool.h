@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -58,5 +59,17 @@ class ThreadPool {
 
 // Physical cores available to this process (SMT siblings counted once).
 int physical_cores();
+
+// The process's one pool, shared by every kernel (the quantized matmul,
+// attention): two pools would put 2x the cores' threads to spin against
+// each other. Sized to num_threads(); shared so a resize never frees a pool
+// a concurrent call is still using.
+std::shared_ptr<ThreadPool> shared_pool();
+
+// Threads per call, the caller included. Defaults to the physical core
+// count (AFM_QMM_THREADS overrides); a new count applies from the next call
+// (the old pool is freed once no call uses it).
+int num_threads();
+void set_num_threads(int n);
 
 } // namespace afm::qmm

@@ -1,7 +1,10 @@
 //! What the engine adds under MLX's CPU backend (Linux): the BLAS library's
-//! thread count, and [`qmm`], a quantized matmul primitive that keeps
-//! quantized weights packed (MLX's own is a scalar loop on x86). Depends on
-//! nothing in the engine but its error type; `loading` calls it.
+//! thread count; [`qmm`], a quantized matmul primitive that keeps quantized
+//! weights packed (MLX's own is a scalar loop on x86); and [`attention`],
+//! which reads the batch KV store in place with a vectorized softmax.
+//! Depends on nothing in the engine but its error type; `loading` and
+//! `models::forward` call it.
 
+pub mod attention;
 pub(crate) mod blas;
 pub mod qmm;

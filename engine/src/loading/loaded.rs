@@ -30,8 +30,9 @@ impl LoadedModel {
         #[cfg(not(target_os = "macos"))]
         tracing::info!(
             weights = ?mode,
-            "quantized matmul on the CPU: {}",
-            crate::cpu::qmm::path()
+            "quantized matmul on the CPU: {}; attention: {}",
+            crate::cpu::qmm::path(),
+            crate::cpu::attention::describe()
         );
         let parts = ModelParts::read(source, mode)?;
         let model = registry::load(parts.config, &parts.hyper, &parts.weights)?;

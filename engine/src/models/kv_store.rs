@@ -275,7 +275,7 @@ impl KvStore {
         let p = positions as i32;
         Ok(match slots.in_order {
             true => {
-                let n = slots.len as i32;
+                let n = slots.slots.len() as i32;
                 (k.index((0..n, .., 0..p, ..)), v.index((0..n, .., 0..p, ..)))
             }
             false => (
@@ -283,6 +283,16 @@ impl KvStore {
                 v.index((.., .., 0..p, ..)).take_axis(&slots.index, 0)?,
             ),
         })
+    }
+
+    /// The whole key and value buffers `layer` reads (its owner's),
+    /// `[slots, kv_heads, capacity, d]`: for attention that reads each slot
+    /// where it lies (`cpu::attention`).
+    pub fn buffers(&self, layer: usize) -> (&Array, &Array) {
+        let (k, v) = self.layers[self.layout.owner_of(layer)]
+            .as_ref()
+            .expect("written before it is read");
+        (k, v)
     }
 
     /// Keys and values of `layer` for one slot: `[1, kv_heads, positions, d]`.
@@ -376,7 +386,7 @@ impl KvStore {
             .expect("reserve() before reading a state");
         Ok(match slots.in_order {
             true => {
-                let n = slots.len as i32;
+                let n = slots.slots.len() as i32;
                 (conv.index(0..n), delta.index(0..n))
             }
             false => (
@@ -445,7 +455,7 @@ impl KvStore {
 /// `0..n`, else one scatter).
 fn write_rows(buf: &mut Array, slots: &SlotSet, rows: &Array) -> Result<()> {
     if slots.in_order {
-        let n = slots.len as i32;
+        let n = slots.slots.len() as i32;
         buf.try_index_mut(0..n, rows)?;
     } else {
         buf.try_index_mut((&slots.index, ..), rows)?;
@@ -455,7 +465,8 @@ fn write_rows(buf: &mut Array, slots: &SlotSet, rows: &Array) -> Result<()> {
 
 /// A set of slots read together: which rows of the store, and how.
 pub struct SlotSet {
-    len: usize,
+    /// The slots, in the order their rows come out.
+    slots: Vec<i32>,
     /// The slots, in the order their rows come out, as an index array
     /// (built once per pass, used by every layer).
     index: Array,
@@ -467,10 +478,15 @@ impl SlotSet {
     pub fn new(slots: &[usize]) -> Self {
         let idx: Vec<i32> = slots.iter().map(|&s| s as i32).collect();
         SlotSet {
-            len: slots.len(),
             index: Array::from_slice(&idx, &[slots.len() as i32]),
+            slots: idx,
             in_order: slots.iter().enumerate().all(|(i, &s)| i == s),
         }
+    }
+
+    /// The slots, in order.
+    pub fn as_slice(&self) -> &[i32] {
+        &self.slots
     }
 
     /// The slots as an index array.

@@ -4,6 +4,13 @@
 //! chunk (one item's new tokens over its slot), and the fixed-shape path of
 //! batch-invariant mode, which both use there. A row only ever reads its
 //! own slot, so no sequence sees another's memory.
+//!
+//! On the CPU both reads go to afm's attention primitive (`cpu::attention`)
+//! when it is available: it reads every slot in place (no gather of the
+//! decode group's keys), sees only each query's own keys, and is
+//! batch-invariant by construction, so batch-invariant mode takes it too.
+//! MLX's `scaled_dot_product_attention` (and the fixed-shape path) is the
+//! route elsewhere.
 
 use mlx_rs::fast::{
     rms_norm, rope, rope_dynamic, scaled_dot_product_attention, ScaledDotProductAttentionMask,
@@ -14,6 +21,7 @@ use mlx_rs::Array;
 
 use super::layout::{DecodeGroup, DecodeRead};
 use super::linear::ROW_BLOCK;
+use crate::cpu;
 use crate::error::Result;
 use crate::loading::config::ModelConfig;
 use crate::models::kv_layout::LayerKv;
@@ -271,7 +279,9 @@ pub(super) fn write_chunk(
 }
 
 /// Attention of one read of the decode group (its members' queries over
-/// their slots, after this step's keys were written): `[m, heads, 1, d]`.
+/// their slots, after this step's keys were written): `[m, heads, 1, d]`,
+/// or `[m, 1, heads, d]` from the CPU primitive (the same `[m, heads * d]`
+/// rows).
 pub(super) fn decode_read(
     spec: &AttentionSpec,
     q: &Array,
@@ -281,8 +291,21 @@ pub(super) fn decode_read(
     layer: usize,
 ) -> Result<Array> {
     let q = q.index(read.range.start as i32..read.range.end as i32);
-    let (k, v) = kv.rows(layer, &read.slots, read.keys)?;
     let positions = &positions[read.range.clone()];
+    if cpu::attention::path().is_primitive() {
+        let (k, v) = kv.buffers(layer);
+        let offsets: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
+        return cpu::attention::attend(
+            &q,
+            k,
+            v,
+            read.slots.as_slice(),
+            &offsets,
+            spec.window,
+            spec.scale,
+        );
+    }
+    let (k, v) = kv.rows(layer, &read.slots, read.keys)?;
     if read.fixed {
         let mask = read.mask(spec.window, || {
             fixed_mask(spec, positions, 1, spec.heads / spec.kv_heads, read.keys)
@@ -322,6 +345,12 @@ pub(super) fn chunk_read(
 ) -> Result<Array> {
     let l = q.dim(2) as usize;
     let end = offset + l;
+    if cpu::attention::path().is_primitive() {
+        let (k, v) = kv.buffers(layer);
+        let (s, a) = ([slot as i32], [offset as i32]);
+        let o = cpu::attention::attend(q, k, v, &s, &a, spec.window, spec.scale)?;
+        return Ok(o.reshape(&[1, l as i32, -1])?);
+    }
     let o = if let Some(fixed) = kv.fixed(slot) {
         let (k, v) = kv.slot(layer, slot, fixed);
         let mask = fixed_mask(spec, &[offset], l, spec.heads / spec.kv_heads, fixed);
