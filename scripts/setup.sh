@@ -157,8 +157,35 @@ EOF
     cmp -s "$overlay/build.rs" "$dest/build.rs" || cp "$overlay/build.rs" "$dest/build.rs"
 }
 
+# OpenBLAS (DYNAMIC_ARCH) picks kernels by CPU model when it loads; on a
+# model newer than Debian's release it falls back to its SSE3 "Prescott"
+# kernels (1.7x the cold prefill time here). Prints the kernels to ask for
+# instead (OPENBLAS_CORETYPE), or nothing. The binaries restart themselves
+# with it (engine/src/cpu/blas.rs); .cargo/config.toml gives it to tests.
+openblas_core_override() {
+    [ "${AFM_BLAS:-openblas}" = openblas ] || return 0
+    local core
+    core="$(env -u OPENBLAS_CORETYPE "$VENV/bin/python" -c 'import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.openblas_get_corename.restype = ctypes.c_char_p
+print(lib.openblas_get_corename().decode())' "$(blas_library)")" || return 0
+    [ "$core" = Prescott ] || return 0
+    local f flags
+    flags="$(grep -m1 '^flags' /proc/cpuinfo)"
+    for f in avx512f avx512bw avx512dq avx512vl avx512cd; do
+        [[ " $flags " == *" $f "* ]] || { f=; break; }
+    done
+    if [ -n "$f" ]; then
+        echo SkylakeX
+    elif [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]]; then
+        echo Haswell
+    fi
+}
+
 write_cargo_config() {
-    local sp="$1" mlx_lib="$1/mlx/lib"
+    local sp="$1" mlx_lib="$1/mlx/lib" core blas_env=""
+    core="$(openblas_core_override)"
+    [ -z "$core" ] || blas_env="OPENBLAS_CORETYPE = \"$core\""
     mkdir -p "$ROOT/.cargo"
     local cfg="$ROOT/.cargo/config.toml"
     local new
@@ -173,6 +200,7 @@ AFM_MLX_COMPAT_HEADER = "$ROOT/engine/mlx-sys-linux/afm_mlx_compat.h"
 LIBCLANG_PATH = "/usr/lib/llvm-19/lib"
 AFM_MODEL_DIR = "$CACHE/models"
 AFM_PYTHON = "$VENV/bin/python"
+$blas_env
 
 [target.x86_64-unknown-linux-gnu]
 rustflags = ["-C", "link-arg=-Wl,-rpath,$mlx_lib"]

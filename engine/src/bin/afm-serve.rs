@@ -75,6 +75,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    afm_engine::cpu::blas::restart_for_openblas_core();
     // A bug must still end in one readable line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         let msg = info.payload_as_str().unwrap_or("unknown panic");

@@ -6,5 +6,5 @@
 //! `models::forward` call it.
 
 pub mod attention;
-pub(crate) mod blas;
+pub mod blas;
 pub mod qmm;

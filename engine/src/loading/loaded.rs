@@ -30,6 +30,7 @@ impl LoadedModel {
         #[cfg(not(target_os = "macos"))]
         tracing::info!(
             weights = ?mode,
+            openblas = crate::cpu::blas::openblas_core().as_deref().unwrap_or("not loaded"),
             "quantized matmul on the CPU: {}; attention: {}",
             crate::cpu::qmm::path(),
             crate::cpu::attention::describe()

@@ -140,6 +140,9 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
+    // The in-process target runs the engine in this process.
+    #[cfg(feature = "engine")]
+    afm_engine::cpu::blas::restart_for_openblas_core();
     let cli = Cli::parse();
     let result = match cli.command {
         None => run(cli.run),
