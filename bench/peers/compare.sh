@@ -30,6 +30,10 @@ GGUF="$(ls .cache/models/"$MODEL"/*.gguf | head -1)"
 F32_DIR=".cache/peers/$MODEL-f32"
 [ -f "$F32_DIR/model.safetensors" ] ||
     target/release/afm-serve convert --model "$GGUF" --out "$F32_DIR" --dtype f32
+# mlx-lm runs MLX on the same OpenBLAS as afm: give it the same kernels
+# (afm-serve restarts itself with this when OpenBLAS picked its SSE3 ones).
+core="$(sed -n 's/^OPENBLAS_CORETYPE = "\(.*\)"$/\1/p' .cargo/config.toml 2>/dev/null)"
+[ -z "$core" ] || [ -n "${OPENBLAS_CORETYPE:-}" ] || export OPENBLAS_CORETYPE="$core"
 MAX_SEQS=32
 SWEEP=(--concurrency 1,8,32 --requests 32 --max-tokens 64 --warmup 2 "$@")
 COLD=(--concurrency 1 --requests 1 --max-tokens 8 --warmup 0 --prompts long)

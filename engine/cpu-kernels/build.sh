@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the affine quantized-matmul prototype against the MLX of the
+# Builds the CPU primitives (quantized matmul, attention) against the MLX of the
 # mlx-cpu wheel: libafm_cpu_kernels.so, test_qmm and bench_qmm in ./build.
 #
 #   MLX_DIR   the wheel's share/cmake/MLX folder (the variable
@@ -8,7 +8,7 @@
 #             the repository's .cache/venv/bin/python.
 #   CXX       compiler (default g++).
 #
-# Only qmm_affine_avx2.cpp gets -mavx2 -mfma -mf16c; the rest is built for
+# Only the *_avx2.cpp files get -mavx2 -mfma -mf16c; the rest is built for
 # the baseline ISA and picks the kernel with __builtin_cpu_supports, so the
 # library runs on any x86-64. -ffp-contract=off everywhere: GCC would
 # otherwise fuse multiply-adds differently per call site, and each output's
@@ -38,10 +38,13 @@ common=(-std=c++20 -O3 -fPIC -pthread -ffp-contract=off -Wall -Wextra -Wno-unuse
 set -x
 "$CXX" "${common[@]}" -c "$here/qmm_affine.cpp" -o "$out/qmm_affine.o"
 "$CXX" "${common[@]}" -mavx2 -mfma -mf16c -c "$here/qmm_affine_avx2.cpp" -o "$out/qmm_affine_avx2.o"
+"$CXX" "${common[@]}" -c "$here/attention.cpp" -o "$out/attention.o"
+"$CXX" "${common[@]}" -mavx2 -mfma -mf16c -c "$here/attention_avx2.cpp" -o "$out/attention_avx2.o"
 "$CXX" "${common[@]}" -c "$here/thread_pool.cpp" -o "$out/thread_pool.o"
 "$CXX" "${common[@]}" -I"$inc" -c "$here/primitive.cpp" -o "$out/primitive.o"
 "$CXX" -shared -pthread -o "$out/libafm_cpu_kernels.so" \
-    "$out/qmm_affine.o" "$out/qmm_affine_avx2.o" "$out/thread_pool.o" "$out/primitive.o" \
+    "$out/qmm_affine.o" "$out/qmm_affine_avx2.o" "$out/attention.o" "$out/attention_avx2.o" \
+    "$out/thread_pool.o" "$out/primitive.o" \
     -L"$lib" -lmlx -Wl,-rpath,"$lib"
 for prog in test_qmm bench_qmm; do
     "$CXX" "${common[@]}" -I"$inc" "$here/$prog.cpp" -o "$out/$prog" \
