@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: installs what is missing, checks formatting,
-# runs every test of the workspace, then the harness's tests again built
+# runs every test of the workspace (the conformance runner a second time
+# with attention through MLX), then the harness's tests again built
 # without the engine (afm-test as a server's CI installs it), then gates the
 # engine's behaviour on the committed baseline reports, in-process and
 # through a flagless afm-serve (scripts/gate.sh), a short schemathesis pass
@@ -13,6 +14,9 @@ cd "$ROOT"
 bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo test --workspace
+# Attention through MLX (the fixed-shape path of batch-invariant mode, as on
+# Metal) instead of afm's CPU primitive: the conformance runner again.
+AFM_ATTENTION=off cargo test -p afm-engine --test model_conformance --test batch_invariance
 cargo test -p afm-harness --no-default-features
 bash scripts/gate.sh
 # OpenAI's published spec against a flagless afm-serve, by schemathesis:
