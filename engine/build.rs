@@ -1,4 +1,5 @@
-//! Builds the CPU primitives (`cpu-kernels/`: quantized matmul, attention) into the
+//! Builds the CPU primitives (`cpu-kernels/`: quantized matmul, attention,
+//! gated activations) into the
 //! engine on Linux, against the MLX headers of the `mlx-cpu` wheel that the
 //! mlx-sys overlay links (`MLX_DIR`, set by the generated
 //! `.cargo/config.toml`). macOS runs MLX on Metal, whose own quantized
@@ -41,6 +42,10 @@ fn main() {
         "attention.h",
         "attention_impl.h",
         "attention_avx2.cpp",
+        "glu.cpp",
+        "glu.h",
+        "glu_avx2.cpp",
+        "simd_avx2.h",
     ] {
         println!("cargo:rerun-if-changed={}", src.join(f).display());
     }
@@ -66,7 +71,9 @@ fn main() {
     // portable kernel alone is built).
     if x86 {
         base()
-            .files(["qmm_affine_avx2.cpp", "attention_avx2.cpp"].map(|f| src.join(f)))
+            .files(
+                ["qmm_affine_avx2.cpp", "attention_avx2.cpp", "glu_avx2.cpp"].map(|f| src.join(f)),
+            )
             .flag("-mavx2")
             .flag("-mfma")
             .flag("-mf16c")
@@ -77,6 +84,7 @@ fn main() {
             [
                 "qmm_affine.cpp",
                 "attention.cpp",
+                "glu.cpp",
                 "thread_pool.cpp",
                 "primitive.cpp",
             ]

@@ -1,9 +1,10 @@
 //! criterion benchmark of the CPU quantized matmul alone (afm's primitive,
 //! `afm_engine::cpu::qmm`), for every weight format the engine keeps packed
-//! on the CPU, at 1, 8, 32, 64 and 256 rows of x, beside the f32 BLAS product it
+//! on the CPU, at 1, 8, 16, 32, 64 and 256 rows of x, beside the f32 BLAS product it
 //! replaces and the machine's memory read bandwidth measured in the same
-//! run; from 64 rows also default mode's prefill path (tiles of W
-//! dequantized, then BLAS). Throughput is bytes of weights read per call (packed values +
+//! run; from 8 rows also the path default mode takes from
+//! `qmm::BLAS_MIN_ROWS` rows (tiles of W dequantized, then BLAS), which
+//! places that threshold. Throughput is bytes of weights read per call (packed values +
 //! scales + biases; the f32 matrix for BLAS), so the figures compare with
 //! the bandwidth line directly.
 //!
@@ -74,7 +75,7 @@ fn benches(c: &mut Criterion) {
     drop(buf);
 
     let w = uniform(N, K, 0.05, 1);
-    for rows in [1, 8, 32, 64, 256] {
+    for rows in [1, 8, 16, 32, 64, 256] {
         let x = uniform(rows, K, 1.0, 2).reshape(&[1, rows, K]).unwrap();
         eval([&x, &w]).unwrap();
 
@@ -123,18 +124,19 @@ fn benches(c: &mut Criterion) {
                     eval([&p.w, &p.scales, &p.biases]).unwrap();
                 }
                 g.throughput(Throughput::Bytes(bytes as u64));
-                if group == 32 && rows >= qmm::BLAS_MIN_ROWS {
-                    // Default mode's path for many rows (prefill): tiles of
-                    // W dequantized with AVX2, then BLAS.
+                if group == 32 && rows >= 8 {
+                    // Default mode's path for many rows: tiles of W
+                    // dequantized with AVX2, then BLAS.
                     let mut next = 0;
                     let id = BenchmarkId::new(format!("q{bits}_g{group}_dequant_blas"), rows);
                     g.bench_with_input(id, &rows, |bch, _| {
                         bch.iter(|| {
                             next = (next + 1) % all.len();
                             let p = &all[next];
-                            let y =
-                                qmm::affine_qmm(&x, &p.w, &p.scales, &p.biases, group, bits, false)
-                                    .unwrap();
+                            let y = qmm::affine_qmm_blas_from(
+                                &x, &p.w, &p.scales, &p.biases, group, bits, 1,
+                            )
+                            .unwrap();
                             eval([&y]).unwrap();
                         })
                     });

@@ -17,56 +17,15 @@
 #include <cmath>
 
 #include "attention_impl.h"
+#include "simd_avx2.h"
 
 namespace afm::attn::detail {
 namespace {
 
-// Fixed-order horizontal sum: halves, then pairs, then the last two lanes.
-inline float hsum8(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-  return _mm_cvtss_f32(lo);
-}
-
-// hsum8 of four vectors at once, each by exactly hsum8's tree.
-inline __m128 hsum8x4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-  __m128 b0 = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
-  __m128 b1 = _mm_add_ps(_mm256_castps256_ps128(a1), _mm256_extractf128_ps(a1, 1));
-  __m128 b2 = _mm_add_ps(_mm256_castps256_ps128(a2), _mm256_extractf128_ps(a2, 1));
-  __m128 b3 = _mm_add_ps(_mm256_castps256_ps128(a3), _mm256_extractf128_ps(a3, 1));
-  _MM_TRANSPOSE4_PS(b0, b1, b2, b3); // b_e: lane e of every vector
-  return _mm_add_ps(_mm_add_ps(b0, b2), _mm_add_ps(b1, b3));
-}
-
-inline float hmax8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-  return _mm_cvtss_f32(m);
-}
-
-// e^x for x <= 0 (scores minus their maximum), within ~2 ulp: x = n ln2 + r,
-// |r| <= ln2 / 2, Cephes' degree-6 polynomial for e^r, times 2^n. Below
-// ln(FLT_MIN) the result is 0 (as is exp(-inf) for padding).
-inline __m256 exp256(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.33654475f);
-  const __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
-  x = _mm256_max_ps(x, lo);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
-}
+using simd::exp256;
+using simd::hmax8;
+using simd::hsum8;
+using simd::hsum8x4;
 
 // o[0..8U) = (Σ_j w_j v_j[0..8U)) * inv, U accumulators.
 template <int U>

@@ -9,6 +9,7 @@
 #include "mlx/ops.h"
 #include "mlx/version.h"
 #include "attention.h"
+#include "glu.h"
 #include "qmm_affine.h"
 #include "thread_pool.h"
 
@@ -260,6 +261,63 @@ bool Attention::is_equivalent(const mx::Primitive& other) const {
       o->scale_ == scale_;
 }
 
+mx::array gated_activation(const mx::array& gate, const mx::array& up, int act, mx::StreamOrDevice s) {
+  auto stream = mx::to_stream(s);
+  if (!(stream.device == mx::Device::cpu))
+    throw std::invalid_argument("[gated_activation] only CPU streams are supported");
+  if (act != int(glu::Act::Silu) && act != int(glu::Act::GeluTanh))
+    throw std::invalid_argument("[gated_activation] act must be 0 (SiLU) or 1 (GELU, tanh form)");
+  if (gate.shape() != up.shape() || gate.ndim() < 1)
+    throw std::invalid_argument("[gated_activation] gate and up must have one shape");
+  if (gate.dtype() != mx::float32 || up.dtype() != mx::float32)
+    throw std::invalid_argument("[gated_activation] gate and up must be float32");
+  return mx::array(gate.shape(), mx::float32, std::make_shared<GatedActivation>(stream, act), {gate, up});
+}
+
+namespace {
+
+// A view as rows of its last dimension at one stride (the stride between
+// rows), or -1 when its rows are not evenly spaced or not contiguous.
+int64_t row_stride(const View& v) {
+  const int nd = int(v.shape.size());
+  if (v.strides[nd - 1] != 1) return -1;
+  if (nd == 1) return v.shape[0];
+  for (int d = 0; d < nd - 2; ++d)
+    if (v.shape[d] > 1 && v.strides[d] != v.strides[d + 1] * v.shape[d + 1]) return -1;
+  return v.strides[nd - 2];
+}
+
+} // namespace
+
+void GatedActivation::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  auto& out = outputs[0];
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  for (auto& in : inputs) encoder.set_input_array(in);
+  encoder.set_output_array(out);
+  const int64_t width = out.shape(-1);
+  const int64_t rows = width ? int64_t(out.size()) / width : 0;
+  encoder.dispatch([g = view_of(inputs[0]), u = view_of(inputs[1]), o = out.data<float>(), width, rows,
+                    act = glu::Act(act_)]() {
+    std::vector<char> gb, ub;
+    int64_t gs = row_stride(g), us = row_stride(u);
+    const float* gd = reinterpret_cast<const float*>(g.data);
+    const float* ud = reinterpret_cast<const float*>(u.data);
+    if (gs < 0) gd = static_cast<const float*>(dense(g, gb)), gs = width;
+    if (us < 0) ud = static_cast<const float*>(dense(u, ub)), us = width;
+    glu::gated(act, gd, gs, ud, us, rows, width, o);
+  });
+}
+
+void GatedActivation::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error("[AfmGatedActivation] has no GPU implementation");
+}
+
+bool GatedActivation::is_equivalent(const mx::Primitive& other) const {
+  auto* o = dynamic_cast<const GatedActivation*>(&other);
+  return o && o->act_ == act_;
+}
+
 } // namespace afm
 
 // ---------------------------------------------------------------------------
@@ -284,6 +342,24 @@ mx::array& get(afm_mlx_array a) {
   return *static_cast<mx::array*>(a.ctx);
 }
 
+// Every entry point: builds the op on the given stream (NULL: the default CPU
+// one) into *res by mlx-c's convention, or records why it could not.
+template <class Build>
+int entry(const char* name, afm_mlx_array* res, afm_mlx_stream s, Build build) {
+  try {
+    if (!res) throw std::invalid_argument(std::string("[") + name + "] res is NULL");
+    mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
+    if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
+    mx::array y = build(sd);
+    if (res->ctx) *static_cast<mx::array*>(res->ctx) = std::move(y);
+    else res->ctx = new mx::array(std::move(y));
+    g_last_error.clear();
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}
+
 } // namespace
 
 extern "C" int afm_affine_qmm(
@@ -296,18 +372,9 @@ extern "C" int afm_affine_qmm(
     int bits,
     int blas_min_rows,
     afm_mlx_stream s) {
-  try {
-    if (!res) throw std::invalid_argument("[afm_affine_qmm] res is NULL");
-    mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
-    if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
-    auto y = afm::affine_qmm(get(x), get(w), get(scales), get(biases), group_size, bits, blas_min_rows, sd);
-    if (res->ctx) *static_cast<mx::array*>(res->ctx) = std::move(y);
-    else res->ctx = new mx::array(std::move(y));
-    g_last_error.clear();
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
+  return entry("afm_affine_qmm", res, s, [&](mx::StreamOrDevice sd) {
+    return afm::affine_qmm(get(x), get(w), get(scales), get(biases), group_size, bits, blas_min_rows, sd);
+  });
 }
 
 extern "C" int afm_attention(
@@ -321,21 +388,18 @@ extern "C" int afm_attention(
     int window,
     float scale,
     afm_mlx_stream s) {
-  try {
-    if (!res) throw std::invalid_argument("[afm_attention] res is NULL");
+  return entry("afm_attention", res, s, [&](mx::StreamOrDevice sd) {
     if (n < 0 || (n > 0 && (!slots || !offsets)))
       throw std::invalid_argument("[afm_attention] slots and offsets must hold n values");
-    mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
-    if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
-    auto y = afm::attention(get(q), get(k), get(v), std::vector<int32_t>(slots, slots + n),
-                            std::vector<int32_t>(offsets, offsets + n), window, scale, sd);
-    if (res->ctx) *static_cast<mx::array*>(res->ctx) = std::move(y);
-    else res->ctx = new mx::array(std::move(y));
-    g_last_error.clear();
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
+    return afm::attention(get(q), get(k), get(v), std::vector<int32_t>(slots, slots + n),
+                          std::vector<int32_t>(offsets, offsets + n), window, scale, sd);
+  });
+}
+
+extern "C" int afm_gated_activation(afm_mlx_array* res, afm_mlx_array gate, afm_mlx_array up, int act,
+                                    afm_mlx_stream s) {
+  return entry("afm_gated_activation", res, s,
+               [&](mx::StreamOrDevice sd) { return afm::gated_activation(get(gate), get(up), act, sd); });
 }
 
 extern "C" const char* afm_qmm_last_error(void) {

@@ -111,6 +111,32 @@ class Attention : public mx::Primitive {
   float scale_;
 };
 
+// act(gate) * up elementwise (glu.h; act 0: SiLU, 1: GELU, tanh form), reading
+// gate and up where they lie (halves of a fused product are fine). Both f32
+// of one shape; result contiguous, same shape. CPU streams only.
+mx::array gated_activation(const mx::array& gate, const mx::array& up, int act, mx::StreamOrDevice s = {});
+
+class GatedActivation : public mx::Primitive {
+ public:
+  GatedActivation(mx::Stream stream, int act) : mx::Primitive(stream), act_(act) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override {
+    return {inputs[0].shape()};
+  }
+
+  const char* name() const override {
+    return "AfmGatedActivation";
+  }
+
+  bool is_equivalent(const mx::Primitive& other) const override;
+
+ private:
+  int act_;
+};
+
 } // namespace afm
 
 // C entry points for a caller holding mlx-c handles (the Rust engine through
@@ -157,6 +183,11 @@ int afm_attention(
     int window,
     float scale,
     afm_mlx_stream s);
+
+// afm::gated_activation over mlx-c handles; same conventions as
+// afm_affine_qmm.
+int afm_gated_activation(afm_mlx_array* res, afm_mlx_array gate, afm_mlx_array up, int act,
+                         afm_mlx_stream s);
 
 // The message of this thread's last failed call ("" if none).
 const char* afm_qmm_last_error(void);

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "qmm_affine_impl.h"
+#include "simd_avx2.h"
 
 namespace afm::qmm::detail {
 namespace {
@@ -39,13 +40,7 @@ inline float load_scale(const void* p, int64_t i) {
   }
 }
 
-// Fixed-order horizontal sum: halves, then pairs, then the last two lanes.
-inline float hsum8(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-  return _mm_cvtss_f32(lo);
-}
+using simd::hsum8;
 
 // Eight consecutive scales/biases from index i, widened to f32.
 template <int ST>

@@ -92,6 +92,21 @@ pub fn affine_qmm(
     rows_independent: bool,
 ) -> Result<Array> {
     let blas_min_rows = if rows_independent { 0 } else { BLAS_MIN_ROWS };
+    affine_qmm_blas_from(x, w, scales, biases, group_size, bits, blas_min_rows)
+}
+
+/// [`affine_qmm`] with the row count from which the call dequantizes tiles
+/// and multiplies with BLAS set explicitly (`0`: never), for benchmarks
+/// that place [`BLAS_MIN_ROWS`].
+pub fn affine_qmm_blas_from(
+    x: &Array,
+    w: &Array,
+    scales: &Array,
+    biases: &Array,
+    group_size: i32,
+    bits: i32,
+    blas_min_rows: i32,
+) -> Result<Array> {
     ffi::affine_qmm(x, w, scales, biases, group_size, bits, blas_min_rows)
 }
 

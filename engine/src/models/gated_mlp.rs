@@ -6,6 +6,7 @@ use mlx_rs::Array;
 
 use super::feed_forward::FeedForward;
 use super::forward::ForwardContext;
+use crate::cpu;
 use crate::error::Result;
 use crate::loading::weights::{FusedLinear, Linear, TensorMap};
 
@@ -14,6 +15,26 @@ pub enum Activation {
     Silu,
     /// GELU with the tanh approximation (`gelu_pytorch_tanh`).
     GeluTanh,
+}
+
+impl Activation {
+    /// `act(gate) * up`: afm's CPU primitive (`cpu::glu`: one pass, the
+    /// halves of a fused product read in place) where it runs and the
+    /// shapes match, else MLX's ops.
+    pub fn gated(self, gate: &Array, up: &Array) -> Result<Array> {
+        if cpu::glu::path().is_primitive() && gate.shape() == up.shape() {
+            let act = match self {
+                Activation::Silu => cpu::glu::Act::Silu,
+                Activation::GeluTanh => cpu::glu::Act::GeluTanh,
+            };
+            return cpu::glu::gated(gate, up, act);
+        }
+        let gate = match self {
+            Activation::Silu => mlx_rs::nn::silu(gate)?,
+            Activation::GeluTanh => mlx_rs::nn::gelu_approximate(gate)?,
+        };
+        Ok(gate.multiply(up)?)
+    }
 }
 
 pub struct GatedMlp {
@@ -41,11 +62,7 @@ impl FeedForward for GatedMlp {
             .fused(&self.gate_up, x)?
             .try_into()
             .expect("gate and up");
-        let gate = match self.activation {
-            Activation::Silu => mlx_rs::nn::silu(gate)?,
-            Activation::GeluTanh => mlx_rs::nn::gelu_approximate(gate)?,
-        };
-        ctx.linear(&self.down, &gate.multiply(&up)?)
+        ctx.linear(&self.down, &self.activation.gated(&gate, &up)?)
     }
 
     fn stored(&self) -> Vec<Array> {

@@ -501,8 +501,9 @@ impl CausalLm for Gemma4 {
             h = h.add(norm(&f, &layer.post_feedforward_norm)?)?;
             if let (Some(input), Some(all)) = (&layer.input, &inputs) {
                 let mine = all.index((.., .., i as i32, ..));
-                let gate = mlx_rs::nn::gelu_approximate(ctx.linear(&input.gate, &h)?)?;
-                let g = ctx.linear(&input.projection, &gate.multiply(&mine)?)?;
+                let gate = ctx.linear(&input.gate, &h)?;
+                let gated = Activation::GeluTanh.gated(&gate, &mine)?;
+                let g = ctx.linear(&input.projection, &gated)?;
                 h = h.add(norm(&g, &input.norm)?)?;
             }
             h = h.multiply(&layer.scalar)?;

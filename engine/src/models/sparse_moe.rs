@@ -193,11 +193,9 @@ impl ExpertStack {
         // [1, rows, 1, 1, dim] against [experts, dim, inter].
         let rows = expand_dims_axes(x, &[-2, -3])?;
         let gate = self.gate.apply(&rows, chosen)?;
-        let gate = match self.activation {
-            Activation::Silu => mlx_rs::nn::silu(gate)?,
-            Activation::GeluTanh => mlx_rs::nn::gelu_approximate(gate)?,
-        };
-        let hidden = gate.multiply(self.up.apply(&rows, chosen)?)?;
+        let hidden = self
+            .activation
+            .gated(&gate, &self.up.apply(&rows, chosen)?)?;
         let out = self.down.apply(&hidden, chosen)?; // [1, rows, k, 1, dim]
         Ok(out.squeeze_axes(&[-2])?)
     }
