@@ -36,6 +36,7 @@ fn main() {
         "qmm_affine.h",
         "qmm_affine_impl.h",
         "qmm_affine_avx2.cpp",
+        "qmm_affine_avx512.cpp",
         "thread_pool.cpp",
         "thread_pool.h",
         "attention.cpp",
@@ -78,6 +79,13 @@ fn main() {
             .flag("-mfma")
             .flag("-mf16c")
             .compile("afm_qmm_avx2");
+        base()
+            .file(src.join("qmm_affine_avx512.cpp"))
+            .flag("-mavx512f")
+            .flag("-mavx2")
+            .flag("-mfma")
+            .flag("-mf16c")
+            .compile("afm_qmm_avx512");
     }
     base()
         .files(

@@ -85,7 +85,7 @@ void run_task(void* ctx, int t) {
 
 void attend(const Problem& p, qmm::Path path) {
   if (p.n == 0 || p.l == 0) return;
-  const bool avx2 = qmm::resolve_path(path) == qmm::Path::Avx2 && p.d % 8 == 0;
+  const bool avx2 = qmm::simd(path) && p.d % 8 == 0;
   const int64_t blocks = (p.l + kQueryBlock - 1) / kQueryBlock;
   Split split{&p, avx2, blocks};
   const int64_t tasks = p.n * p.kv_heads * blocks;

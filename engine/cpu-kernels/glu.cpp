@@ -57,7 +57,7 @@ void gated(Act act, const float* gate, int64_t gate_stride, const float* up, int
            int64_t rows, int64_t width, float* out, qmm::Path path) {
   if (rows <= 0 || width <= 0) return;
   Job j{act, gate, gate_stride, up, up_stride, rows, width, out,
-        qmm::resolve_path(path) == qmm::Path::Avx2, 1};
+        qmm::simd(path), 1};
   // Below ~32K elements a second thread's wake-up costs more than it saves.
   if (rows * width < (int64_t(1) << 15) || rows == 1) {
     run_task(&j, 0);

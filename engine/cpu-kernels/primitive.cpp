@@ -411,8 +411,8 @@ extern "C" int afm_qmm_set_threads(int n) {
   return afm::qmm::num_threads();
 }
 
-extern "C" int afm_qmm_uses_avx2(void) {
-  return afm::qmm::resolve_path(afm::qmm::Path::Auto) == afm::qmm::Path::Avx2 ? 1 : 0;
+extern "C" int afm_qmm_kernel(void) {
+  return int(afm::qmm::resolve_path(afm::qmm::Path::Auto));
 }
 
 #define AFM_STR_(x) #x

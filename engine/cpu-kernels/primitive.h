@@ -196,8 +196,9 @@ const char* afm_qmm_last_error(void);
 // only queries. Returns the count now configured.
 int afm_qmm_set_threads(int n);
 
-// 1 when the AVX2+FMA kernel is in use on this CPU.
-int afm_qmm_uses_avx2(void);
+// The quantized matmul kernel in use on this CPU: 1 portable, 2 AVX2+FMA,
+// 3 AVX-512 (afm::qmm::Path).
+int afm_qmm_kernel(void);
 
 // The MLX version these sources were compiled against ("major.minor.patch")
 // and the version of the libmlx loaded in the process. The primitive may

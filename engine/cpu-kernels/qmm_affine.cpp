@@ -142,10 +142,21 @@ void dequant_rows_scalar(const AffineMatrix& W, int64_t n0, int64_t n1, float* o
 
 namespace {
 
-std::atomic<int> g_default_path{int(Path::Auto)};
+// AFM_QMM_KERNEL caps what Auto takes (comparisons, and CPUs whose AVX-512
+// clocks down).
+Path initial_path() {
+  const char* k = std::getenv("AFM_QMM_KERNEL");
+  if (!k) return Path::Auto;
+  const std::string v(k);
+  if (v == "avx2") return Path::Avx2;
+  if (v == "scalar" || v == "portable") return Path::Scalar;
+  return Path::Auto;
+}
+
+std::atomic<int> g_default_path{int(initial_path())};
 struct Split {
   const detail::Job* job;
-  bool avx2;
+  Path path; // resolved
   int tasks;
   int64_t n;
 };
@@ -161,7 +172,8 @@ void run_task(void* ctx, int t) {
   const int64_t n1 = std::min(s.n, b1 * detail::kRowBlock);
   if (n0 >= n1) return;
 #if defined(__x86_64__)
-  if (s.avx2) return detail::rows_avx2(*s.job, n0, n1);
+  if (s.path == Path::Avx512) return detail::rows_avx512(*s.job, n0, n1);
+  if (s.path == Path::Avx2) return detail::rows_avx2(*s.job, n0, n1);
 #endif
   detail::rows_scalar(*s.job, n0, n1);
 }
@@ -187,11 +199,28 @@ bool avx2_available() {
 #endif
 }
 
+bool avx512_available() {
+#if defined(__x86_64__)
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return avx2_available() && __builtin_cpu_supports("avx512f");
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
 Path resolve_path(Path requested) {
   if (requested == Path::Auto) requested = default_path();
-  if (requested == Path::Auto) return avx2_available() ? Path::Avx2 : Path::Scalar;
-  if (requested == Path::Avx2 && !avx2_available()) return Path::Scalar;
+  if (requested == Path::Auto) requested = Path::Avx512;
+  if (requested == Path::Avx512 && !avx512_available()) requested = Path::Avx2;
+  if (requested == Path::Avx2 && !avx2_available()) requested = Path::Scalar;
   return requested;
+}
+
+bool simd(Path p) {
+  return resolve_path(p) != Path::Scalar;
 }
 
 void set_default_path(Path p) {
@@ -209,12 +238,13 @@ void matmul(const float* x, int64_t m, const AffineMatrix& w, float* y, Path pat
         std::to_string(w.bits) + ", group_size=" + std::to_string(w.group_size) +
         ", K=" + std::to_string(w.k) + ")");
   if (m <= 0 || w.n <= 0) return;
-  const bool avx2 = resolve_path(path) == Path::Avx2;
+  const Path kernel = resolve_path(path);
 
   // Per calling thread, reused across calls: the prepared x is M*K floats.
   thread_local std::vector<float> xp_scratch, xs_scratch;
   const int64_t ng = w.k / w.group_size;
-  if (avx2 && w.bits == 4 && xp_scratch.size() < size_t(m * w.k)) xp_scratch.resize(m * w.k);
+  if (kernel != Path::Scalar && w.bits == 4 && xp_scratch.size() < size_t(m * w.k))
+    xp_scratch.resize(m * w.k);
   const int64_t xs_len = m * detail::xs_stride(ng);
   if (xs_scratch.size() < size_t(xs_len)) xs_scratch.resize(xs_len);
 
@@ -224,8 +254,9 @@ void matmul(const float* x, int64_t m, const AffineMatrix& w, float* y, Path pat
   job.y = y;
   job.xs = xs_scratch.data();
 #if defined(__x86_64__)
-  job.xp = avx2 ? detail::prepare_avx2(x, m, w, xp_scratch.data(), xs_scratch.data())
-                : detail::prepare_scalar(x, m, w, nullptr, xs_scratch.data());
+  job.xp = kernel == Path::Avx512 ? detail::prepare_avx512(x, m, w, xp_scratch.data(), xs_scratch.data())
+      : kernel == Path::Avx2      ? detail::prepare_avx2(x, m, w, xp_scratch.data(), xs_scratch.data())
+                             : detail::prepare_scalar(x, m, w, nullptr, xs_scratch.data());
 #else
   job.xp = detail::prepare_scalar(x, m, w, nullptr, xs_scratch.data());
 #endif
@@ -239,7 +270,7 @@ void matmul(const float* x, int64_t m, const AffineMatrix& w, float* y, Path pat
   // its core) leaves its share to the others instead of stalling the call.
   int tasks = macs < (int64_t(1) << 16) ? 1 : 4 * p.size();
   tasks = int(std::min<int64_t>(tasks, blocks));
-  Split split{&job, avx2, tasks, w.n};
+  Split split{&job, kernel, tasks, w.n};
   p.run(tasks, run_task, &split);
 }
 
@@ -267,7 +298,7 @@ void matmul_dequant_sgemm(const float* x, int64_t m, const AffineMatrix& w, floa
   const Sgemm gemm = sgemm();
   if (!gemm) throw std::runtime_error("affine qmm: no cblas_sgemm in the process");
   if (m <= 0 || w.n <= 0) return;
-  const bool avx2 = resolve_path(path) == Path::Avx2;
+  const bool avx2 = simd(path);
   // Tiles of W rows of about 1 MB of f32: they stay in cache between the
   // dequantization and the product that reads them.
   const int64_t tile = std::max<int64_t>(64, std::min<int64_t>(w.n, (int64_t(1) << 18) / w.k));

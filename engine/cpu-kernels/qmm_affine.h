@@ -21,8 +21,11 @@ namespace afm::qmm {
 
 enum class ScaleType : int { F32 = 0, F16 = 1, BF16 = 2 };
 
-// Kernel selection; Auto takes AVX2+FMA when the CPU has it.
-enum class Path : int { Auto = 0, Scalar = 1, Avx2 = 2 };
+// Kernel selection; Auto takes the widest the CPU has: AVX-512 (F, with FMA
+// and F16C), else AVX2+FMA, else the portable one. AFM_QMM_KERNEL=avx2 (or
+// scalar) caps Auto. Kernels that exist only for AVX2 (attention, the
+// gated activation, the dequantizing prefill path) run it on both SIMD paths.
+enum class Path : int { Auto = 0, Scalar = 1, Avx2 = 2, Avx512 = 3 };
 
 struct AffineMatrix {
   const uint32_t* w;
@@ -40,6 +43,13 @@ bool supported(int bits, int group_size, int64_t k);
 
 // True when this CPU can run the AVX2+FMA(+F16C) path.
 bool avx2_available();
+
+// True when this CPU can run the AVX-512 path (AVX-512F with FMA, F16C).
+bool avx512_available();
+
+// Whether `p` resolves to a SIMD path (AVX2 or AVX-512) on this CPU: the
+// test of the kernels that only have an AVX2 form.
+bool simd(Path p);
 
 // The path a call with `requested` would take on this CPU.
 Path resolve_path(Path requested);

@@ -32,10 +32,13 @@ const float* prepare_scalar(const float* x, int64_t m, const AffineMatrix& w,
                             float* xp_scratch, float* xs);
 const float* prepare_avx2(const float* x, int64_t m, const AffineMatrix& w,
                           float* xp_scratch, float* xs);
+const float* prepare_avx512(const float* x, int64_t m, const AffineMatrix& w,
+                            float* xp_scratch, float* xs);
 
 // Compute y[:, n0:n1].
 void rows_scalar(const Job& job, int64_t n0, int64_t n1);
 void rows_avx2(const Job& job, int64_t n0, int64_t n1);
+void rows_avx512(const Job& job, int64_t n0, int64_t n1);
 
 // Rows n0..n1 of W dequantized to f32 into out ([n1 - n0, k]), s * q + b.
 void dequant_rows_scalar(const AffineMatrix& w, int64_t n0, int64_t n1, float* out);

@@ -50,7 +50,7 @@ bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 const char* path_name(Path p) {
-  return p == Path::Avx2 ? "avx2" : "scalar";
+  return p == Path::Avx512 ? "avx512" : p == Path::Avx2 ? "avx2" : "scalar";
 }
 
 struct Quantized {
@@ -93,6 +93,7 @@ int main() {
 
   std::vector<Path> paths{Path::Scalar};
   if (avx2) paths.push_back(Path::Avx2);
+  if (afm::qmm::avx512_available()) paths.push_back(Path::Avx512);
 
   std::printf("\n%-6s %-4s %-5s %-3s %12s %14s %14s %10s\n", "path", "bits", "group", "M", "max|y|",
               "vs qmm", "vs deq+matmul", "invariant");

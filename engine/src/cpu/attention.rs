@@ -38,9 +38,13 @@ pub fn path() -> &'static Path {
 /// What the start-up log says of [`path`].
 pub fn describe() -> String {
     match path() {
-        Path::Primitive { avx2, threads } => format!(
+        Path::Primitive { kernel, threads } => format!(
             "afm attention ({} kernel, {threads} threads)",
-            if *avx2 { "AVX2+FMA" } else { "portable" }
+            if *kernel == "portable" {
+                kernel
+            } else {
+                "AVX2+FMA"
+            }
         ),
         Path::Unavailable(why) => format!("MLX's own ({why})"),
     }

@@ -26,9 +26,14 @@ use crate::error::Result;
 /// How this process multiplies by quantized weights on the CPU, decided once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Path {
-    /// afm's primitive: the AVX2+FMA kernel (`avx2`) or the portable one,
-    /// on `threads` threads (the caller's included).
-    Primitive { avx2: bool, threads: usize },
+    /// afm's primitive with the widest kernel this CPU runs (`kernel`:
+    /// "AVX-512", "AVX2+FMA" or "portable"; attention and the gated
+    /// activation take their AVX2 form on either SIMD one), on `threads`
+    /// threads (the caller's included).
+    Primitive {
+        kernel: &'static str,
+        threads: usize,
+    },
     /// Not used, and why (a Metal build, `AFM_QMM=off`, or an MLX other
     /// than the one the primitive was compiled against).
     Unavailable(String),
@@ -37,11 +42,9 @@ pub enum Path {
 impl std::fmt::Display for Path {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Path::Primitive { avx2, threads } => write!(
-                f,
-                "afm affine qmm ({} kernel, {threads} threads)",
-                if *avx2 { "AVX2+FMA" } else { "portable" }
-            ),
+            Path::Primitive { kernel, threads } => {
+                write!(f, "afm affine qmm ({kernel} kernel, {threads} threads)")
+            }
             Path::Unavailable(why) => write!(f, "MLX's own ({why})"),
         }
     }
@@ -136,7 +139,7 @@ mod ffi {
         ) -> c_int;
         fn afm_qmm_last_error() -> *const c_char;
         fn afm_qmm_set_threads(n: c_int) -> c_int;
-        fn afm_qmm_uses_avx2() -> c_int;
+        fn afm_qmm_kernel() -> c_int;
         fn afm_qmm_mlx_version_built() -> *const c_char;
         fn afm_qmm_mlx_version_loaded() -> *const c_char;
     }
@@ -166,9 +169,13 @@ mod ffi {
             ));
         }
         // SAFETY: plain C functions; n <= 0 only queries.
-        let (avx2, threads) = unsafe { (afm_qmm_uses_avx2() == 1, afm_qmm_set_threads(0)) };
+        let (kernel, threads) = unsafe { (afm_qmm_kernel(), afm_qmm_set_threads(0)) };
         Path::Primitive {
-            avx2,
+            kernel: match kernel {
+                3 => "AVX-512",
+                2 => "AVX2+FMA",
+                _ => "portable",
+            },
             threads: threads.max(1) as usize,
         }
     }
