@@ -21,18 +21,13 @@ use std::sync::OnceLock;
 
 use mlx_rs::Array;
 
-use super::qmm::{self, Path};
+use super::qmm::Path;
 use crate::error::Result;
 
 /// Whether attention takes the primitive in this process (decided once).
 pub fn path() -> &'static Path {
     static PATH: OnceLock<Path> = OnceLock::new();
-    PATH.get_or_init(|| {
-        if std::env::var("AFM_ATTENTION").is_ok_and(|v| v == "off" || v == "0") {
-            return Path::Unavailable("AFM_ATTENTION=off".into());
-        }
-        qmm::path().clone()
-    })
+    PATH.get_or_init(|| super::switched_path("AFM_ATTENTION"))
 }
 
 /// What the start-up log says of [`path`].
@@ -79,10 +74,10 @@ pub fn attend(
 
 #[cfg(not(target_os = "macos"))]
 mod ffi {
-    use std::ffi::{c_char, c_float, c_int, CStr};
+    use std::ffi::{c_float, c_int};
 
     use mlx_rs::Array;
-    use mlx_sys::{mlx_array, mlx_array_new, mlx_stream};
+    use mlx_sys::{mlx_array, mlx_stream};
 
     use crate::error::{EngineError, Result};
 
@@ -100,7 +95,6 @@ mod ffi {
             scale: c_float,
             s: mlx_stream,
         ) -> c_int;
-        fn afm_qmm_last_error() -> *const c_char;
     }
 
     pub(super) fn attend(
@@ -117,14 +111,11 @@ mod ffi {
                 "attention: one offset per slot".into(),
             ));
         }
-        // SAFETY: every handle comes from a live mlx-rs Array; `slots` and
-        // `offsets` hold `n` values each and are copied before the call
-        // returns; `res` starts empty and on success holds a new array that
-        // `Array::from_ptr` owns. A NULL stream is the default CPU stream.
-        unsafe {
-            let mut res = mlx_array_new();
-            let status = afm_attention(
-                &mut res,
+        // SAFETY: the handles come from live mlx-rs Arrays; `slots` and
+        // `offsets` hold `n` values each and are copied before it returns.
+        super::super::build_op(|res, s| unsafe {
+            afm_attention(
+                res,
                 q.as_ptr(),
                 k.as_ptr(),
                 v.as_ptr(),
@@ -133,17 +124,9 @@ mod ffi {
                 slots.len() as c_int,
                 window,
                 scale,
-                mlx_stream {
-                    ctx: std::ptr::null_mut(),
-                },
-            );
-            if status != 0 {
-                mlx_sys::mlx_array_free(res);
-                let msg = CStr::from_ptr(afm_qmm_last_error()).to_string_lossy();
-                return Err(EngineError::Mlx(msg.into_owned()));
-            }
-            Ok(Array::from_ptr(res))
-        }
+                s,
+            )
+        })
     }
 }
 

@@ -6,13 +6,14 @@
 //! concurrent), after copying the strided halves of the fused gate-and-up
 //! product. The primitive reads both halves in place, vectorizes the `exp`
 //! and runs on the shared thread pool. Elementwise, so batch-invariant.
-//! Available where [`qmm::path`] is; `AFM_GLU=off` turns it off alone.
+//! Available where [`super::qmm::path`] is; `AFM_GLU=off` turns it off
+//! alone.
 
 use std::sync::OnceLock;
 
 use mlx_rs::Array;
 
-use super::qmm::{self, Path};
+use super::qmm::Path;
 use crate::error::Result;
 
 /// The activation applied to the gate.
@@ -26,12 +27,7 @@ pub enum Act {
 /// Whether gated activations take the primitive in this process.
 pub fn path() -> &'static Path {
     static PATH: OnceLock<Path> = OnceLock::new();
-    PATH.get_or_init(|| {
-        if std::env::var("AFM_GLU").is_ok_and(|v| v == "off" || v == "0") {
-            return Path::Unavailable("AFM_GLU=off".into());
-        }
-        qmm::path().clone()
-    })
+    PATH.get_or_init(|| super::switched_path("AFM_GLU"))
 }
 
 /// `act(gate) * up` (f32, one shape), lazily; only where [`path`] is the
@@ -42,12 +38,12 @@ pub fn gated(gate: &Array, up: &Array, act: Act) -> Result<Array> {
 
 #[cfg(not(target_os = "macos"))]
 mod ffi {
-    use std::ffi::{c_char, c_int, CStr};
+    use std::ffi::c_int;
 
     use mlx_rs::Array;
-    use mlx_sys::{mlx_array, mlx_array_new, mlx_stream};
+    use mlx_sys::{mlx_array, mlx_stream};
 
-    use crate::error::{EngineError, Result};
+    use crate::error::Result;
 
     // cpu-kernels/primitive.h.
     extern "C" {
@@ -58,31 +54,13 @@ mod ffi {
             act: c_int,
             s: mlx_stream,
         ) -> c_int;
-        fn afm_qmm_last_error() -> *const c_char;
     }
 
     pub(super) fn gated(gate: &Array, up: &Array, act: i32) -> Result<Array> {
-        // SAFETY: both handles come from live mlx-rs Arrays; `res` starts
-        // empty and on success holds a new array that `Array::from_ptr`
-        // owns. A NULL stream is the default CPU stream.
-        unsafe {
-            let mut res = mlx_array_new();
-            let status = afm_gated_activation(
-                &mut res,
-                gate.as_ptr(),
-                up.as_ptr(),
-                act,
-                mlx_stream {
-                    ctx: std::ptr::null_mut(),
-                },
-            );
-            if status != 0 {
-                mlx_sys::mlx_array_free(res);
-                let msg = CStr::from_ptr(afm_qmm_last_error()).to_string_lossy();
-                return Err(EngineError::Mlx(msg.into_owned()));
-            }
-            Ok(Array::from_ptr(res))
-        }
+        // SAFETY: both handles come from live mlx-rs Arrays.
+        super::super::build_op(|res, s| unsafe {
+            afm_gated_activation(res, gate.as_ptr(), up.as_ptr(), act, s)
+        })
     }
 }
 

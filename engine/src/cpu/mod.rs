@@ -10,3 +10,41 @@ pub mod attention;
 pub mod blas;
 pub mod glu;
 pub mod qmm;
+
+/// The path of a primitive riding on the quantized matmul's build and
+/// checks ([`qmm::path`]), unless the environment variable `switch` is
+/// `off` or `0` (for comparisons).
+fn switched_path(switch: &str) -> qmm::Path {
+    if std::env::var(switch).is_ok_and(|v| v == "off" || v == "0") {
+        return qmm::Path::Unavailable(format!("{switch}=off"));
+    }
+    qmm::path().clone()
+}
+
+/// Runs one of `cpu-kernels`' C entry points: `call` gets an empty mlx-c
+/// handle for the result (mlx-c's convention for outputs) and a NULL stream
+/// (the default CPU stream); a non-zero status is an error whose reason the
+/// library keeps for the calling thread.
+#[cfg(not(target_os = "macos"))]
+fn build_op(
+    call: impl FnOnce(*mut mlx_sys::mlx_array, mlx_sys::mlx_stream) -> std::ffi::c_int,
+) -> crate::error::Result<mlx_rs::Array> {
+    extern "C" {
+        fn afm_qmm_last_error() -> *const std::ffi::c_char;
+    }
+    // SAFETY: `res` starts empty and on success holds a new array that
+    // `Array::from_ptr` takes ownership of; on failure it is freed. The error
+    // text is NUL-terminated and lives until this thread's next call.
+    unsafe {
+        let mut res = mlx_sys::mlx_array_new();
+        let stream = mlx_sys::mlx_stream {
+            ctx: std::ptr::null_mut(),
+        };
+        if call(&mut res, stream) != 0 {
+            mlx_sys::mlx_array_free(res);
+            let why = std::ffi::CStr::from_ptr(afm_qmm_last_error()).to_string_lossy();
+            return Err(crate::error::EngineError::Mlx(why.into_owned()));
+        }
+        Ok(mlx_rs::Array::from_ptr(res))
+    }
+}

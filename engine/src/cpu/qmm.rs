@@ -118,10 +118,10 @@ mod ffi {
     use std::ffi::{c_char, c_int, CStr};
 
     use mlx_rs::Array;
-    use mlx_sys::{mlx_array, mlx_array_new, mlx_stream};
+    use mlx_sys::{mlx_array, mlx_stream};
 
     use super::Path;
-    use crate::error::{EngineError, Result};
+    use crate::error::Result;
 
     // cpu-kernels/primitive.h; `mlx_array` and `mlx_stream` are mlx-c's
     // handles, which the C side reads as the same one-pointer structs.
@@ -137,7 +137,6 @@ mod ffi {
             blas_min_rows: c_int,
             s: mlx_stream,
         ) -> c_int;
-        fn afm_qmm_last_error() -> *const c_char;
         fn afm_qmm_set_threads(n: c_int) -> c_int;
         fn afm_qmm_kernel() -> c_int;
         fn afm_qmm_mlx_version_built() -> *const c_char;
@@ -189,14 +188,10 @@ mod ffi {
         bits: i32,
         blas_min_rows: i32,
     ) -> Result<Array> {
-        // SAFETY: every handle comes from a live mlx-rs Array; `res` starts
-        // empty (mlx-c's convention for outputs) and on success holds a new
-        // array that `Array::from_ptr` takes ownership of. A NULL stream is
-        // the default CPU stream.
-        unsafe {
-            let mut res = mlx_array_new();
-            let status = afm_affine_qmm(
-                &mut res,
+        // SAFETY: every handle comes from a live mlx-rs Array.
+        super::super::build_op(|res, s| unsafe {
+            afm_affine_qmm(
+                res,
                 x.as_ptr(),
                 w.as_ptr(),
                 scales.as_ptr(),
@@ -204,16 +199,9 @@ mod ffi {
                 group_size,
                 bits,
                 blas_min_rows,
-                mlx_stream {
-                    ctx: std::ptr::null_mut(),
-                },
-            );
-            if status != 0 {
-                mlx_sys::mlx_array_free(res);
-                return Err(EngineError::Mlx(text(afm_qmm_last_error())));
-            }
-            Ok(Array::from_ptr(res))
-        }
+                s,
+            )
+        })
     }
 }
 
