@@ -154,6 +154,7 @@ mod ffi {
 #[cfg(all(test, not(target_os = "macos")))]
 mod tests {
     use super::*;
+    use crate::cpu::test_support::max_diff;
     use mlx_rs::fast::scaled_dot_product_attention;
     use mlx_rs::ops::indexing::IndexOp;
     use rand_core::{RngCore, SeedableRng};
@@ -165,16 +166,6 @@ mod tests {
             .map(|_| (rng.next_u32() >> 8) as f32 / (1u32 << 22) as f32 - 2.0)
             .collect();
         Array::from_slice(&v, shape)
-    }
-
-    fn max_diff(a: &Array, b: &Array) -> f32 {
-        a.subtract(b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max(None)
-            .unwrap()
-            .item_exact::<f32>()
     }
 
     /// MLX's attention of one item's queries `[1, heads, l, d]` at positions

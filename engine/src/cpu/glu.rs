@@ -80,6 +80,7 @@ mod ffi {
 #[cfg(all(test, not(target_os = "macos")))]
 mod tests {
     use super::*;
+    use crate::cpu::test_support::max_diff;
     use mlx_rs::ops::indexing::IndexOp;
 
     /// Both activations agree with MLX's own over halves of a fused product
@@ -104,19 +105,11 @@ mod tests {
                 let want = want.multiply(&up).unwrap();
                 let got = gated(&gate, &up, act).unwrap();
                 let scale = want.abs().unwrap().max(None).unwrap().item_exact::<f32>();
-                let diff = got
-                    .subtract(&want)
-                    .unwrap()
-                    .abs()
-                    .unwrap()
-                    .max(None)
-                    .unwrap()
-                    .item_exact::<f32>();
+                let diff = max_diff(&got, &want);
                 assert!(diff <= 1e-6 * scale, "{act:?} width {width}: {diff}");
                 let row = |a: &Array| a.index((.., 3..4, ..));
                 let alone = gated(&row(&gate), &row(&up), act).unwrap();
-                let same = row(&got).subtract(&alone).unwrap().abs().unwrap();
-                assert_eq!(same.max(None).unwrap().item_exact::<f32>(), 0.0);
+                assert_eq!(max_diff(&row(&got), &alone), 0.0, "{act:?} row 3 alone");
             }
         }
     }

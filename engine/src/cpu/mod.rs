@@ -48,3 +48,19 @@ fn build_op(
         Ok(mlx_rs::Array::from_ptr(res))
     }
 }
+
+#[cfg(all(test, not(target_os = "macos")))]
+mod test_support {
+    use mlx_rs::Array;
+
+    /// The largest `|a - b|` over all elements.
+    pub fn max_diff(a: &Array, b: &Array) -> f32 {
+        a.subtract(b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max(None)
+            .unwrap()
+            .item_exact::<f32>()
+    }
+}

@@ -234,6 +234,7 @@ mod ffi {
 #[cfg(all(test, not(target_os = "macos")))]
 mod tests {
     use super::*;
+    use crate::cpu::test_support::max_diff;
     use mlx_rs::ops::indexing::IndexOp;
     use mlx_rs::ops::{dequantize, matmul, quantize};
     use mlx_rs::Dtype;
@@ -245,16 +246,6 @@ mod tests {
             .map(|_| half * ((rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0))
             .collect();
         Array::from_slice(&v, &[rows, cols])
-    }
-
-    fn max_diff(a: &Array, b: &Array) -> f32 {
-        a.subtract(b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max(None)
-            .unwrap()
-            .item_exact::<f32>()
     }
 
     /// Both paths (the kernel, and dequantize + BLAS for many rows) agree
