@@ -171,7 +171,7 @@ lib.openblas_get_corename.restype = ctypes.c_char_p
 print(lib.openblas_get_corename().decode())' "$(blas_library)")" || return 0
     [ "$core" = Prescott ] || return 0
     local f flags
-    flags="$(grep -m1 '^flags' /proc/cpuinfo)"
+    flags="$(grep -m1 '^flags' /proc/cpuinfo || true)"
     for f in avx512f avx512bw avx512dq avx512vl avx512cd; do
         [[ " $flags " == *" $f "* ]] || { f=; break; }
     done
