@@ -286,25 +286,24 @@ pub(super) fn decode_read(
     spec: &AttentionSpec,
     q: &Array,
     read: &DecodeRead,
-    positions: &[usize],
+    group: &DecodeGroup,
     kv: &KvStore,
     layer: usize,
 ) -> Result<Array> {
     let q = q.index(read.range.start as i32..read.range.end as i32);
-    let positions = &positions[read.range.clone()];
     if cpu::attention::path().is_primitive() {
         let (k, v) = kv.buffers(layer);
-        let offsets: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
         return cpu::attention::attend(
             &q,
             k,
             v,
             read.slots.as_slice(),
-            &offsets,
+            &group.positions_i32[read.range.clone()],
             spec.window,
             spec.scale,
         );
     }
+    let positions = &group.positions[read.range.clone()];
     let (k, v) = kv.rows(layer, &read.slots, read.keys)?;
     if read.fixed {
         let mask = read.mask(spec.window, || {

@@ -132,12 +132,7 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
             let mut outs = Vec::with_capacity(group.reads.len());
             for read in &group.reads {
                 outs.push(attention::decode_read(
-                    spec,
-                    &new.q,
-                    read,
-                    &group.positions,
-                    self.kv,
-                    layer,
+                    spec, &new.q, read, group, self.kv, layer,
                 )?);
             }
             let o = if outs.len() == 1 {

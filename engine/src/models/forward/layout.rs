@@ -27,10 +27,11 @@ pub(super) struct DecodeGroup {
     pub is_member: Vec<bool>,
     /// Their rows in the batch (`None`: every row is theirs, in order).
     pub rows: Option<Array>,
-    /// Their positions (the RoPE offset of their new token), as an array
-    /// and as numbers.
+    /// Their positions (the RoPE offset of their new token), as an array,
+    /// as numbers, and as the `i32`s the CPU attention primitive takes.
     pub offsets: Array,
     pub positions: Vec<usize>,
+    pub positions_i32: Vec<i32>,
     /// Their slots, in group order (where the new keys are written).
     pub slots: SlotSet,
     /// How the group reads its keys: one read (and attention call) for the
@@ -135,6 +136,7 @@ impl BatchLayout {
                 rows,
                 offsets: Array::from_slice(&offsets, &[n]),
                 positions,
+                positions_i32: offsets,
                 reads,
             }),
             to_item_order,
