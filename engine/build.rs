@@ -35,6 +35,8 @@ fn main() {
         "qmm_affine.cpp",
         "qmm_affine.h",
         "qmm_affine_impl.h",
+        "qmm_gather.cpp",
+        "qmm_gather.h",
         "qmm_affine_avx2.cpp",
         "qmm_affine_avx512.cpp",
         "thread_pool.cpp",
@@ -91,6 +93,7 @@ fn main() {
         .files(
             [
                 "qmm_affine.cpp",
+                "qmm_gather.cpp",
                 "attention.cpp",
                 "glu.cpp",
                 "thread_pool.cpp",

@@ -16,6 +16,13 @@
 //! Q5_0, Q5_1 and Q5_K as 8-bit/32: `loading::gguf_affine`); Q6_K and other
 //! types without an affine form are dequantized to f32, i.e. the BLAS line.
 //!
+//! The gather form (routed experts, `gather/...`): a stack of 128 experts
+//! of 768×2048 (Qwen3-30B-A3B's gate and up projections), 8 chosen per row,
+//! at 1, 8 and 32 rows: afm's primitive against MLX's CPU `gather_qmm` and
+//! the f32 `gather_mm` over the dequantized stack that the engine used
+//! before. Throughput counts the bytes of the distinct experts the rows
+//! chose.
+//!
 //! `cargo bench -p afm-engine --bench qmm` (`AFM_QMM_THREADS` sets the
 //! kernel's threads).
 
@@ -24,7 +31,7 @@ use std::time::Duration;
 
 use afm_engine::cpu::qmm;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mlx_rs::ops::{matmul, quantize};
+use mlx_rs::ops::{dequantize, expand_dims_axes, gather_mm, gather_qmm, matmul, quantize};
 use mlx_rs::transforms::eval;
 use mlx_rs::{Array, Dtype};
 use rand_chacha::ChaCha8Rng;
@@ -158,5 +165,97 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(qmm_benches, benches);
+/// Routed experts through the three gathers; see the module's doc.
+fn gather_benches(c: &mut Criterion) {
+    const EXPERTS: i32 = 128;
+    const PER_ROW: i32 = 8;
+    const OUT: i32 = 768;
+    let (bits, group) = (4, 64);
+    let mut g = settings(c);
+    // One random matrix tiled over the stack, offset per expert so no two
+    // experts share bytes.
+    let one = uniform(OUT, K, 0.05, 3);
+    let stack = mlx_rs::ops::stack(
+        &(0..EXPERTS)
+            .map(|e| &one + e as f32 * 1e-4)
+            .collect::<Vec<_>>(),
+        0,
+    )
+    .unwrap();
+    let (q, s, b) = quantize(&stack, group, bits).unwrap();
+    let (s, b) = (
+        s.as_dtype(Dtype::Float16).unwrap(),
+        b.as_dtype(Dtype::Float16).unwrap(),
+    );
+    let f32_of = |a: &Array| a.as_dtype(Dtype::Float32).unwrap();
+    // [E, K, OUT] for x @ w, as the engine kept dequantized experts.
+    let dense = dequantize(&q, f32_of(&s), Some(&f32_of(&b)), group, bits)
+        .unwrap()
+        .transpose_axes(&[0, 2, 1])
+        .unwrap()
+        .contiguous()
+        .unwrap();
+    eval([&q, &s, &b, &dense]).unwrap();
+    drop(stack);
+    let expert_bytes = (q.nbytes() + s.nbytes() + b.nbytes()) / EXPERTS as usize;
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for rows in [1, 8, 32] {
+        let x = uniform(rows, K, 1.0, 2);
+        // Distinct experts per row, as a router's top-k picks them; 16
+        // sets taken in turn, so calls do not find their experts in cache.
+        let sets: Vec<Vec<u32>> = (0..16)
+            .map(|_| {
+                let mut ids = Vec::new();
+                for _ in 0..rows {
+                    let mut row: Vec<u32> = Vec::new();
+                    while row.len() < PER_ROW as usize {
+                        let e = rng.next_u32() % EXPERTS as u32;
+                        if !row.contains(&e) {
+                            row.push(e);
+                        }
+                    }
+                    ids.extend(row);
+                }
+                ids
+            })
+            .collect();
+        let distinct = sets
+            .iter()
+            .map(|ids| ids.iter().collect::<std::collections::BTreeSet<_>>().len())
+            .sum::<usize>()
+            / sets.len();
+        let idx: Vec<Array> = sets
+            .iter()
+            .map(|ids| Array::from_slice(ids, &[rows, PER_ROW]))
+            .collect();
+        let xr = expand_dims_axes(&x, &[-2, -3]).unwrap();
+        eval(idx.iter().chain([&x, &xr])).unwrap();
+        let packed_bytes = (distinct * expert_bytes) as u64;
+        let f32_bytes = (distinct * dense.nbytes() / EXPERTS as usize) as u64;
+        let mut next = 0;
+        let mut bench = |name: &str, bytes: u64, f: &dyn Fn(&Array) -> Array| {
+            g.throughput(Throughput::Bytes(bytes));
+            g.bench_with_input(BenchmarkId::new(name, rows), &rows, |bch, _| {
+                bch.iter(|| {
+                    next = (next + 1) % idx.len();
+                    eval([&f(&idx[next])]).unwrap();
+                })
+            });
+        };
+        bench("gather/mlx_gather_qmm_q4_g64", packed_bytes, &|i| {
+            gather_qmm(&xr, &q, &s, Some(&b), None, i, true, group, bits, false).unwrap()
+        });
+        bench("gather/f32_gather_mm", f32_bytes, &|i| {
+            gather_mm(&xr, &dense, None, i, false).unwrap()
+        });
+        if qmm::path().is_primitive() {
+            bench("gather/afm_q4_g64", packed_bytes, &|i| {
+                qmm::gather_affine_qmm(&x, &q, &s, &b, i, group, bits, true).unwrap()
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(qmm_benches, benches, gather_benches);
 criterion_main!(qmm_benches);

@@ -39,6 +39,7 @@ set -x
 "$CXX" "${common[@]}" -c "$here/qmm_affine.cpp" -o "$out/qmm_affine.o"
 "$CXX" "${common[@]}" -mavx2 -mfma -mf16c -c "$here/qmm_affine_avx2.cpp" -o "$out/qmm_affine_avx2.o"
 "$CXX" "${common[@]}" -mavx512f -mavx2 -mfma -mf16c -c "$here/qmm_affine_avx512.cpp" -o "$out/qmm_affine_avx512.o"
+"$CXX" "${common[@]}" -c "$here/qmm_gather.cpp" -o "$out/qmm_gather.o"
 "$CXX" "${common[@]}" -c "$here/attention.cpp" -o "$out/attention.o"
 "$CXX" "${common[@]}" -mavx2 -mfma -mf16c -c "$here/attention_avx2.cpp" -o "$out/attention_avx2.o"
 "$CXX" "${common[@]}" -c "$here/glu.cpp" -o "$out/glu.o"
@@ -46,7 +47,7 @@ set -x
 "$CXX" "${common[@]}" -c "$here/thread_pool.cpp" -o "$out/thread_pool.o"
 "$CXX" "${common[@]}" -I"$inc" -c "$here/primitive.cpp" -o "$out/primitive.o"
 "$CXX" -shared -pthread -o "$out/libafm_cpu_kernels.so" \
-    "$out/qmm_affine.o" "$out/qmm_affine_avx2.o" "$out/qmm_affine_avx512.o" "$out/attention.o" "$out/attention_avx2.o" \
+    "$out/qmm_affine.o" "$out/qmm_affine_avx2.o" "$out/qmm_affine_avx512.o" "$out/qmm_gather.o" "$out/attention.o" "$out/attention_avx2.o" \
     "$out/glu.o" "$out/glu_avx2.o" "$out/thread_pool.o" "$out/primitive.o" \
     -L"$lib" -lmlx -Wl,-rpath,"$lib"
 for prog in test_qmm bench_qmm; do

@@ -11,6 +11,7 @@
 #include "attention.h"
 #include "glu.h"
 #include "qmm_affine.h"
+#include "qmm_gather.h"
 #include "thread_pool.h"
 
 namespace afm {
@@ -64,6 +65,26 @@ const void* dense(const View& v, std::vector<char>& buf) {
   return buf.data();
 }
 
+// The checks shared by the matmul and its gather form: w holds `bits`-bit
+// rows of K values (its last axis), scales and biases one value per group of
+// each row, same leading axes as w.
+void check_format(const char* op, int64_t K, const mx::array& w, const mx::array& scales,
+                  const mx::array& biases, int group_size, int bits) {
+  const std::string at = std::string("[") + op + "] ";
+  if (w.dtype() != mx::uint32) throw std::invalid_argument(at + "w must be uint32");
+  if (!qmm::supported(bits, group_size, K))
+    throw std::invalid_argument(at + "bits must be 4 or 8 and group_size 32, 64 or 128 dividing K");
+  if (int64_t(w.shape(-1)) * 32 / bits != K)
+    throw std::invalid_argument(at + "w's packed width does not match x's last dimension");
+  auto gshape = w.shape();
+  gshape.back() = int(K / group_size);
+  if (scales.shape() != gshape || biases.shape() != gshape)
+    throw std::invalid_argument(at + "scales and biases must be w's shape with K / group_size last");
+  if (scales.dtype() != biases.dtype())
+    throw std::invalid_argument(at + "scales and biases must share a dtype");
+  scale_type(scales.dtype());
+}
+
 } // namespace
 
 mx::array affine_qmm(
@@ -79,21 +100,9 @@ mx::array affine_qmm(
   if (!(stream.device == mx::Device::cpu))
     throw std::invalid_argument("[affine_qmm] only CPU streams are supported");
   if (x_in.ndim() < 1) throw std::invalid_argument("[affine_qmm] x must have at least one dimension");
-  if (w.dtype() != mx::uint32 || w.ndim() != 2)
-    throw std::invalid_argument("[affine_qmm] w must be a 2-D uint32 array");
-  const int64_t K = x_in.shape(-1);
+  if (w.ndim() != 2) throw std::invalid_argument("[affine_qmm] w must be 2-D");
+  check_format("affine_qmm", x_in.shape(-1), w, scales, biases, group_size, bits);
   const int64_t N = w.shape(0);
-  if (!qmm::supported(bits, group_size, K))
-    throw std::invalid_argument(
-        "[affine_qmm] bits must be 4 or 8 and group_size 32, 64 or 128 dividing K");
-  if (int64_t(w.shape(1)) * 32 / bits != K)
-    throw std::invalid_argument("[affine_qmm] w's packed width does not match x's last dimension");
-  const mx::Shape gshape{int(N), int(K / group_size)};
-  if (scales.shape() != gshape || biases.shape() != gshape)
-    throw std::invalid_argument("[affine_qmm] scales and biases must be [N, K / group_size]");
-  if (scales.dtype() != biases.dtype())
-    throw std::invalid_argument("[affine_qmm] scales and biases must share a dtype");
-  scale_type(scales.dtype());
 
   auto x = x_in.dtype() == mx::float32 ? x_in : mx::astype(x_in, mx::float32, stream);
   auto out_shape = x.shape();
@@ -155,6 +164,81 @@ std::vector<mx::Shape> AffineQmm::output_shapes(const std::vector<mx::array>& in
 
 bool AffineQmm::is_equivalent(const mx::Primitive& other) const {
   auto* o = dynamic_cast<const AffineQmm*>(&other);
+  return o && o->group_size_ == group_size_ && o->bits_ == bits_ &&
+      o->blas_min_rows_ == blas_min_rows_;
+}
+
+mx::array gather_affine_qmm(
+    const mx::array& x_in,
+    const mx::array& w,
+    const mx::array& scales,
+    const mx::array& biases,
+    const mx::array& indices,
+    int group_size,
+    int bits,
+    int blas_min_rows,
+    mx::StreamOrDevice s) {
+  auto stream = mx::to_stream(s);
+  if (!(stream.device == mx::Device::cpu))
+    throw std::invalid_argument("[gather_affine_qmm] only CPU streams are supported");
+  if (x_in.ndim() != 2) throw std::invalid_argument("[gather_affine_qmm] x must be [R, K]");
+  if (w.ndim() != 3) throw std::invalid_argument("[gather_affine_qmm] w must be [E, N, K * bits / 32]");
+  if (indices.ndim() != 2 || indices.shape(0) != x_in.shape(0))
+    throw std::invalid_argument("[gather_affine_qmm] indices must be [R, J] for x's R rows");
+  if (indices.dtype() != mx::uint32 && indices.dtype() != mx::int32)
+    throw std::invalid_argument("[gather_affine_qmm] indices must be uint32 or int32");
+  check_format("gather_affine_qmm", x_in.shape(-1), w, scales, biases, group_size, bits);
+  auto x = x_in.dtype() == mx::float32 ? x_in : mx::astype(x_in, mx::float32, stream);
+  return mx::array(
+      mx::Shape{x.shape(0), indices.shape(1), w.shape(1)},
+      mx::float32,
+      std::make_shared<GatherAffineQmm>(stream, group_size, bits, blas_min_rows),
+      {x, w, scales, biases, indices});
+}
+
+void GatherAffineQmm::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  auto& out = outputs[0];
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  for (auto& in : inputs) encoder.set_input_array(in);
+  encoder.set_output_array(out);
+
+  qmm::AffineStack stack{};
+  stack.first.scale_type = scale_type(inputs[2].dtype());
+  stack.first.n = inputs[1].shape(1);
+  stack.first.k = inputs[0].shape(1);
+  stack.first.bits = bits_;
+  stack.first.group_size = group_size_;
+  stack.experts = inputs[1].shape(0);
+  encoder.dispatch([x = view_of(inputs[0]),
+                    w = view_of(inputs[1]),
+                    sc = view_of(inputs[2]),
+                    bi = view_of(inputs[3]),
+                    ids = view_of(inputs[4]),
+                    y = out.data<float>(),
+                    stack,
+                    blas_min_rows = blas_min_rows_]() mutable {
+    std::vector<char> xb, wb, sb, bb, ib;
+    stack.first.w = static_cast<const uint32_t*>(dense(w, wb));
+    stack.first.scales = dense(sc, sb);
+    stack.first.biases = dense(bi, bb);
+    // int32 ids are read as uint32: a negative one is out of range either way.
+    const auto* e = static_cast<const uint32_t*>(dense(ids, ib));
+    qmm::gather_matmul(static_cast<const float*>(dense(x, xb)), x.shape[0], e, ids.shape[1], stack, y,
+                       blas_min_rows);
+  });
+}
+
+void GatherAffineQmm::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error("[AfmGatherAffineQmm] has no GPU implementation; use mx::gather_qmm on Metal");
+}
+
+std::vector<mx::Shape> GatherAffineQmm::output_shapes(const std::vector<mx::array>& inputs) {
+  return {mx::Shape{inputs[0].shape(0), inputs[4].shape(1), inputs[1].shape(1)}};
+}
+
+bool GatherAffineQmm::is_equivalent(const mx::Primitive& other) const {
+  auto* o = dynamic_cast<const GatherAffineQmm*>(&other);
   return o && o->group_size_ == group_size_ && o->bits_ == bits_ &&
       o->blas_min_rows_ == blas_min_rows_;
 }
@@ -374,6 +458,23 @@ extern "C" int afm_affine_qmm(
     afm_mlx_stream s) {
   return entry("afm_affine_qmm", res, s, [&](mx::StreamOrDevice sd) {
     return afm::affine_qmm(get(x), get(w), get(scales), get(biases), group_size, bits, blas_min_rows, sd);
+  });
+}
+
+extern "C" int afm_gather_affine_qmm(
+    afm_mlx_array* res,
+    afm_mlx_array x,
+    afm_mlx_array w,
+    afm_mlx_array scales,
+    afm_mlx_array biases,
+    afm_mlx_array indices,
+    int group_size,
+    int bits,
+    int blas_min_rows,
+    afm_mlx_stream s) {
+  return entry("afm_gather_affine_qmm", res, s, [&](mx::StreamOrDevice sd) {
+    return afm::gather_affine_qmm(get(x), get(w), get(scales), get(biases), get(indices), group_size, bits,
+                                  blas_min_rows, sd);
   });
 }
 

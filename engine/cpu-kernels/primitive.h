@@ -69,6 +69,47 @@ class AffineQmm : public mx::Primitive {
   int blas_min_rows_;
 };
 
+// y[r, j, :] = x[r, :] · dequantize(w[indices[r, j]])ᵀ: routed experts, as
+// mx::gather_qmm(x, w, scales, biases, {}, indices, /*transpose=*/true, ...)
+// with x [R, 1, 1, K] against indices [R, J], but always f32 out and the
+// expert's rows grouped (qmm_gather.h). x: [R, K]; indices: uint32 or int32
+// [R, J]; w: uint32 [E, N, K*bits/32]; scales, biases: [E, N, K/group_size].
+// Result [R, J, N]. blas_min_rows as for affine_qmm, per expert group. CPU
+// streams only; throws std::invalid_argument on bad shapes (an id outside
+// [0, E) gives a row of NaN: ids are only known when the task runs).
+mx::array gather_affine_qmm(
+    const mx::array& x,
+    const mx::array& w,
+    const mx::array& scales,
+    const mx::array& biases,
+    const mx::array& indices,
+    int group_size,
+    int bits,
+    int blas_min_rows = 0,
+    mx::StreamOrDevice s = {});
+
+class GatherAffineQmm : public mx::Primitive {
+ public:
+  GatherAffineQmm(mx::Stream stream, int group_size, int bits, int blas_min_rows)
+      : mx::Primitive(stream), group_size_(group_size), bits_(bits), blas_min_rows_(blas_min_rows) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override;
+
+  const char* name() const override {
+    return "AfmGatherAffineQmm";
+  }
+
+  bool is_equivalent(const mx::Primitive& other) const override;
+
+ private:
+  int group_size_;
+  int bits_;
+  int blas_min_rows_;
+};
+
 // softmax(scale · q kᵀ) v for each query over the keys it sees, reading k and
 // v where they lie (attention.h). q: [n, heads, l, d] f32; k, v: [slots,
 // kv_heads, capacity, d] f32, last dimension contiguous (a whole batch KV
@@ -165,6 +206,20 @@ int afm_affine_qmm(
     afm_mlx_array w,
     afm_mlx_array scales,
     afm_mlx_array biases,
+    int group_size,
+    int bits,
+    int blas_min_rows,
+    afm_mlx_stream s);
+
+// afm::gather_affine_qmm over mlx-c handles; same conventions as
+// afm_affine_qmm.
+int afm_gather_affine_qmm(
+    afm_mlx_array* res,
+    afm_mlx_array x,
+    afm_mlx_array w,
+    afm_mlx_array scales,
+    afm_mlx_array biases,
+    afm_mlx_array indices,
     int group_size,
     int bits,
     int blas_min_rows,

@@ -9,6 +9,7 @@ mod conformance;
 
 use std::path::PathBuf;
 
+use afm_engine::cpu::qmm;
 use afm_engine::loading::{convert, ExportDtype, ModelSource, WeightMode};
 use afm_engine::runtime::argmax;
 use afm_engine::LoadedModel;
@@ -213,17 +214,36 @@ fn qwen3_5_moe_agrees_with_mlx_lm() {
 
 /// Quantized by mlx-lm: 4-bit in groups of 32, the router and the shared
 /// expert's gate 8-bit in groups of 64 (per-module settings in config.json).
-/// Dequantized at load (the CPU's way), and kept quantized as on Metal:
-/// every projection through `quantized_matmul`, the experts through one
-/// `gather_qmm` each.
+/// As the platform loads it (on the CPU: packed, the experts through afm's
+/// gather primitive), dequantized at load, and kept quantized as on Metal
+/// (every projection through `quantized_matmul` or the primitive, the
+/// experts through one gather each).
 #[test]
 fn qwen3_5_moe_4bit_agrees_with_mlx_lm() {
-    agrees_with_mlx_lm("qwen3_5_moe_4bit");
-    let dir = folder("qwen3_5_moe_4bit");
-    let source = ModelSource::from_path(&dir).unwrap();
-    let kept = LoadedModel::load_source(&source, WeightMode::KeepQuantized).unwrap();
-    let (_, reference) = load("qwen3_5_moe_4bit");
-    agrees("qwen3_5_moe_4bit kept quantized", &kept, &reference);
+    agrees_in_every_weight_mode("qwen3_5_moe_4bit");
+}
+
+fn agrees_in_every_weight_mode(name: &str) {
+    agrees_with_mlx_lm(name);
+    let source = ModelSource::from_path(&folder(name)).unwrap();
+    let (_, reference) = load(name);
+    for mode in [WeightMode::Dequantize, WeightMode::KeepQuantized] {
+        let loaded = LoadedModel::load_source(&source, mode).unwrap();
+        agrees(&format!("{name} {mode:?}"), &loaded, &reference);
+    }
+}
+
+/// Packed experts are batch-invariant where afm's primitive multiplies
+/// them (its gather keeps each row's product its own); MLX's `gather_qmm`
+/// (Metal, or `AFM_QMM=off`) does not promise it: refused with the reason.
+#[test]
+fn qwen3_5_moe_4bit_conforms() {
+    conforms("qwen3_5_moe_4bit", qmm::path().is_primitive());
+}
+
+#[test]
+fn gemma4_moe_4bit_conforms() {
+    conforms("gemma4_moe_4bit", qmm::path().is_primitive());
 }
 
 /// The hybrid stack: ragged batch == alone, chunked == whole (the state
@@ -242,16 +262,6 @@ fn qwen3_5_conforms() {
 #[test]
 fn qwen3_5_moe_conforms() {
     conforms("qwen3_5_moe", true);
-}
-
-/// Experts kept quantized (`gather_qmm`, the Metal path) do not promise
-/// batch invariance: it is refused with the reason.
-#[test]
-fn quantized_experts_refuse_batch_invariance() {
-    let source = ModelSource::from_path(&folder("qwen3_5_moe_4bit")).unwrap();
-    let mut kept = LoadedModel::load_source(&source, WeightMode::KeepQuantized).unwrap();
-    let err = kept.model.set_batch_invariant(true).unwrap_err();
-    assert!(err.to_string().contains("--deterministic"), "{err}");
 }
 
 /// Gemma 4 (text): sliding and full layers with their own head sizes, KV
@@ -278,18 +288,11 @@ fn gemma4_moe_agrees_with_mlx_lm() {
 }
 
 /// That MoE quantized by mlx-lm: 4-bit in groups of 32, each router 8-bit
-/// in groups of 64 (per-module settings in config.json). Dequantized at
-/// load, and kept quantized (experts through `gather_qmm`), where batch
-/// invariance is refused with the reason.
+/// in groups of 64 (per-module settings in config.json), in every weight
+/// mode.
 #[test]
 fn gemma4_moe_4bit_agrees_with_mlx_lm() {
-    agrees_with_mlx_lm("gemma4_moe_4bit");
-    let source = ModelSource::from_path(&folder("gemma4_moe_4bit")).unwrap();
-    let mut kept = LoadedModel::load_source(&source, WeightMode::KeepQuantized).unwrap();
-    let (_, reference) = load("gemma4_moe_4bit");
-    agrees("gemma4_moe_4bit kept quantized", &kept, &reference);
-    let err = kept.model.set_batch_invariant(true).unwrap_err();
-    assert!(err.to_string().contains("--deterministic"), "{err}");
+    agrees_in_every_weight_mode("gemma4_moe_4bit");
 }
 
 /// Windows crossed in chunks, shared layers reading their owners' KV,

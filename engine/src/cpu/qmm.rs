@@ -113,6 +113,39 @@ pub fn affine_qmm_blas_from(
     ffi::affine_qmm(x, w, scales, biases, group_size, bits, blas_min_rows)
 }
 
+/// Routed experts: `y[r, j] = x[r] · dequantize(w[indices[r, j]])ᵀ`, f32
+/// `[R, J, N]`, for `x` `[R, K]`, `indices` `[R, J]` (u32 or i32) and a
+/// stacked `w` `[E, N, K * bits / 32]` with its `[E, N, K / group_size]`
+/// scales and biases: MLX's `gather_qmm` with the indices on the weights.
+/// Each expert's weights are read once for all the rows that chose it. With
+/// `rows_independent` every `(row, expert)` result is the kernel's alone
+/// (what that row gives by itself); otherwise an expert chosen by
+/// [`BLAS_MIN_ROWS`] rows or more (prefill) takes the BLAS path. Only where
+/// [`supports`] says so; an expert id outside `[0, E)` gives NaN rows.
+#[allow(clippy::too_many_arguments)]
+pub fn gather_affine_qmm(
+    x: &Array,
+    w: &Array,
+    scales: &Array,
+    biases: &Array,
+    indices: &Array,
+    group_size: i32,
+    bits: i32,
+    rows_independent: bool,
+) -> Result<Array> {
+    let blas_min_rows = if rows_independent { 0 } else { BLAS_MIN_ROWS };
+    ffi::gather_affine_qmm(
+        x,
+        w,
+        scales,
+        biases,
+        indices,
+        group_size,
+        bits,
+        blas_min_rows,
+    )
+}
+
 #[cfg(not(target_os = "macos"))]
 mod ffi {
     use std::ffi::{c_char, c_int, CStr};
@@ -132,6 +165,18 @@ mod ffi {
             w: mlx_array,
             scales: mlx_array,
             biases: mlx_array,
+            group_size: c_int,
+            bits: c_int,
+            blas_min_rows: c_int,
+            s: mlx_stream,
+        ) -> c_int;
+        fn afm_gather_affine_qmm(
+            res: *mut mlx_array,
+            x: mlx_array,
+            w: mlx_array,
+            scales: mlx_array,
+            biases: mlx_array,
+            indices: mlx_array,
             group_size: c_int,
             bits: c_int,
             blas_min_rows: c_int,
@@ -203,6 +248,34 @@ mod ffi {
             )
         })
     }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gather_affine_qmm(
+        x: &Array,
+        w: &Array,
+        scales: &Array,
+        biases: &Array,
+        indices: &Array,
+        group_size: i32,
+        bits: i32,
+        blas_min_rows: i32,
+    ) -> Result<Array> {
+        // SAFETY: every handle comes from a live mlx-rs Array.
+        super::super::build_op(|res, s| unsafe {
+            afm_gather_affine_qmm(
+                res,
+                x.as_ptr(),
+                w.as_ptr(),
+                scales.as_ptr(),
+                biases.as_ptr(),
+                indices.as_ptr(),
+                group_size,
+                bits,
+                blas_min_rows,
+                s,
+            )
+        })
+    }
 }
 
 #[cfg(target_os = "macos")]
@@ -227,6 +300,22 @@ mod ffi {
     ) -> Result<Array> {
         Err(EngineError::Unsupported(
             "afm's CPU quantized matmul on macOS".into(),
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gather_affine_qmm(
+        _: &Array,
+        _: &Array,
+        _: &Array,
+        _: &Array,
+        _: &Array,
+        _: i32,
+        _: i32,
+        _: i32,
+    ) -> Result<Array> {
+        Err(EngineError::Unsupported(
+            "afm's CPU gather quantized matmul on macOS".into(),
         ))
     }
 }
@@ -283,6 +372,82 @@ mod tests {
                     "{bits}-bit row {row} differs from itself alone"
                 );
             }
+        }
+    }
+
+    /// The gather form against MLX's `gather_mm` over the dequantized
+    /// stack: both paths within f32 rounding (150 rows over 4 experts puts
+    /// more than [`BLAS_MIN_ROWS`] rows on some expert), each `(row,
+    /// expert)` result bit for bit what that row gives alone, and an id
+    /// past the stack a NaN row rather than a read out of bounds.
+    #[test]
+    fn gather_form_matches_gather_mm_and_rows_stay_independent() {
+        use mlx_rs::ops::{expand_dims_axes, gather_mm, stack};
+        let (experts, n, k, rows, per_row) = (4, 48, 128, 150, 2);
+        let x = uniform(rows, k, 1.0, 4);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let ids: Vec<u32> = (0..rows * per_row)
+            .map(|_| rng.next_u32() % experts as u32)
+            .collect();
+        let idx = Array::from_slice(&ids, &[rows, per_row]);
+        for bits in [4, 8] {
+            let parts: Vec<_> = (0..experts)
+                .map(|e| quantize(uniform(n, k, 0.1, 10 + e as u64), 32, bits).unwrap())
+                .collect();
+            let st = |f: fn(&(Array, Array, Array)) -> &Array| {
+                stack(&parts.iter().map(f).collect::<Vec<_>>(), 0).unwrap()
+            };
+            let (q, s, b) = (st(|p| &p.0), st(|p| &p.1), st(|p| &p.2));
+            let w = dequantize(&q, &s, Some(&b), 32, bits).unwrap();
+            let xr = expand_dims_axes(&x, &[-2, -3]).unwrap(); // [R, 1, 1, K]
+            let want = gather_mm(
+                &xr,
+                w.transpose_axes(&[0, 2, 1]).unwrap(),
+                None,
+                &idx,
+                false,
+            )
+            .unwrap()
+            .squeeze_axes(&[-2])
+            .unwrap();
+            let scale = want.abs().unwrap().max(None).unwrap().item_exact::<f32>();
+            for independent in [true, false] {
+                let got = gather_affine_qmm(&x, &q, &s, &b, &idx, 32, bits, independent).unwrap();
+                assert_eq!(got.shape(), &[rows, per_row, n]);
+                let d = max_diff(&got, &want);
+                assert!(
+                    d <= 2e-5 * scale,
+                    "{bits}-bit, independent {independent}: {d}"
+                );
+            }
+            let all = gather_affine_qmm(&x, &q, &s, &b, &idx, 32, bits, true).unwrap();
+            for row in [0, 9, rows - 1] {
+                let r = row..row + 1;
+                let alone = gather_affine_qmm(
+                    &x.index(r.clone()),
+                    &q,
+                    &s,
+                    &b,
+                    &idx.index(r.clone()),
+                    32,
+                    bits,
+                    true,
+                )
+                .unwrap();
+                assert_eq!(
+                    max_diff(&all.index(r), &alone),
+                    0.0,
+                    "{bits}-bit row {row} differs from itself alone"
+                );
+            }
+            let past = Array::from_slice(&[1u32, experts as u32], &[1, 2]);
+            let got = gather_affine_qmm(&x.index(0..1), &q, &s, &b, &past, 32, bits, true).unwrap();
+            let got = got.as_slice::<f32>();
+            assert!(got[..n as usize].iter().all(|v| v.is_finite()));
+            assert!(
+                got[n as usize..].iter().all(|v| v.is_nan()),
+                "{bits}-bit: id past the stack"
+            );
         }
     }
 

@@ -32,8 +32,9 @@ pub enum WeightMode {
     /// quantized ops (the Metal path).
     KeepQuantized,
     /// Keep packed the matrices afm's CPU primitive multiplies
-    /// ([`qmm::supports`]); dequantize the rest, including routed experts
-    /// (MLX's CPU `gather_qmm` is a scalar loop). The CPU path.
+    /// ([`qmm::supports`]), routed experts included (its gather form);
+    /// dequantize the rest (MLX's CPU `quantized_matmul` and `gather_qmm`
+    /// are scalar loops). The CPU path.
     PackedForCpu,
 }
 
@@ -195,11 +196,11 @@ impl TensorMap {
     }
 
     /// Stacked routed experts `<prefix>.weight` (`[experts, out, in]`),
-    /// multiplied through a gather: packed only where MLX's `gather_qmm`
-    /// is fast (Metal), or when the mode keeps everything as stored.
+    /// multiplied through a gather: kept packed by the same rule as any
+    /// matrix (afm's CPU primitive has a gather form).
     pub fn expert_stack(&self, prefix: &str) -> Result<Linear> {
         match self.quantized(prefix)? {
-            Some(q) if self.mode == WeightMode::KeepQuantized => Ok(Linear::Quantized(q)),
+            Some(q) if self.keeps_packed(&q) => Ok(Linear::Quantized(q)),
             Some(q) => Ok(Linear::Dense(q.dequantize()?)),
             None => Ok(Linear::Dense(self.dense(&format!("{prefix}.weight"))?)),
         }
@@ -277,7 +278,7 @@ impl QuantizedWeight {
 
     /// Whether afm's CPU primitive multiplies this matrix (else MLX's
     /// `quantized_matmul` does).
-    fn runs_on_primitive(&self) -> bool {
+    pub(crate) fn runs_on_primitive(&self) -> bool {
         self.biases.is_some() && qmm::supports(self.bits, self.group_size, self.in_features())
     }
 

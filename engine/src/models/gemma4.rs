@@ -448,7 +448,9 @@ impl Gemma4Moe {
         let weights = softmax_axis(&scores.take_along_axis(&chosen, -1)?, -1, true)?
             .multiply(self.per_expert_scale.take_axis(&chosen, 0)?)?;
         let input = rms_norm(h, Some(&self.pre_norm), eps)?;
-        let out = self.experts.forward(&input, &chosen)?; // [1, rows, k, dim]
+        let out = self
+            .experts
+            .forward(&input, &chosen, ctx.batch_invariant())?; // [1, rows, k, dim]
         let out = sum_axis(
             &out.multiply(expand_dims_axes(&weights, &[-1])?)?,
             -2,

@@ -1,8 +1,10 @@
 //! Routed mixtures of SwiGLU experts (Qwen3-MoE, Qwen3-Next, Qwen3.5-MoE):
 //! a softmax router picks the top-k of `num_experts` experts per token
 //! (optionally renormalised over the chosen k) and the experts run through
-//! MLX's gather matmul (`gather_qmm` on the experts as stored where the
-//! platform keeps weights quantized: one call per projection and layer);
+//! a gather matmul, one call per projection and layer: afm's CPU primitive
+//! on the experts as stored where it takes their format
+//! ([`qmm::gather_affine_qmm`]), MLX's `gather_qmm` where the platform keeps
+//! other formats quantized (Metal), MLX's `gather_mm` on dequantized ones;
 //! Qwen3-Next and Qwen3.5 add a shared expert scaled by
 //! `sigmoid(shared_expert_gate(x))`.
 
@@ -16,6 +18,7 @@ use mlx_rs::Array;
 use super::feed_forward::FeedForward;
 use super::forward::ForwardContext;
 use super::gated_mlp::{Activation, GatedMlp};
+use crate::cpu::qmm;
 use crate::error::{EngineError, Result};
 use crate::loading::config::HyperParams;
 use crate::loading::weights::{Linear, QuantizedWeight, TensorMap};
@@ -140,12 +143,45 @@ impl Experts {
         }
     }
 
+    /// The stack when afm's CPU primitive multiplies it.
+    fn on_primitive(&self) -> Option<&QuantizedWeight> {
+        match self {
+            Experts::Quantized(q) if q.runs_on_primitive() => Some(q),
+            _ => None,
+        }
+    }
+
+    /// `x` (`[R, in]`) through the experts `chosen` (`[R, J]`) picks per
+    /// row: `[R, J, out]`, on the primitive.
+    fn gather(
+        q: &QuantizedWeight,
+        x: &Array,
+        chosen: &Array,
+        rows_independent: bool,
+    ) -> Result<Array> {
+        qmm::gather_affine_qmm(
+            x,
+            &q.weight,
+            &q.scales,
+            q.biases.as_ref().expect("checked by runs_on_primitive"),
+            chosen,
+            q.group_size,
+            q.bits,
+            rows_independent,
+        )
+    }
+
     /// Whether a row's product is independent of the other rows: measured
     /// for MLX's CPU `gather_mm` (one product per row and chosen expert;
     /// bit-identical logits at any slot of batches up to 32, chunked and
-    /// cached, in `mlx_lm_reference`); not established for `gather_qmm`.
+    /// cached, in `mlx_lm_reference`); by construction on the primitive
+    /// (its kernel's order per output is fixed by the format); not
+    /// established for MLX's `gather_qmm`.
     fn row_independent(&self) -> bool {
-        matches!(self, Experts::Dense(_))
+        match self {
+            Experts::Dense(_) => true,
+            Experts::Quantized(_) => self.on_primitive().is_some(),
+        }
     }
 }
 
@@ -153,9 +189,9 @@ impl Experts {
 /// `--deterministic`.
 pub fn experts_refuse_batch_invariance(architecture: &str) -> EngineError {
     EngineError::Unsupported(format!(
-        "architecture '{architecture}' runs its experts through quantized gather kernels \
-         whose rows are not known to be independent of the batch, so it cannot run \
-         batch-invariant (--deterministic)"
+        "architecture '{architecture}' runs its experts through MLX's quantized gather \
+         kernels, whose rows are not known to be independent of the batch, so it cannot \
+         run batch-invariant (--deterministic)"
     ))
 }
 
@@ -188,8 +224,25 @@ impl ExpertStack {
     }
 
     /// `x` (`[1, rows, dim]`) through each row's experts `chosen`
-    /// (`[1, rows, k]`): `[1, rows, k, dim]`.
-    pub fn forward(&self, x: &Array, chosen: &Array) -> Result<Array> {
+    /// (`[1, rows, k]`): `[1, rows, k, dim]`. `rows_independent`: each
+    /// row's result must not depend on the others (batch-invariant mode).
+    pub fn forward(&self, x: &Array, chosen: &Array, rows_independent: bool) -> Result<Array> {
+        if let (Some(gate), Some(up), Some(down)) = (
+            self.gate.on_primitive(),
+            self.up.on_primitive(),
+            self.down.on_primitive(),
+        ) {
+            let (rows, k) = (x.dim(-2), chosen.dim(-1));
+            let x = x.reshape(&[rows, x.dim(-1)])?;
+            let chosen = chosen.reshape(&[rows, k])?;
+            let gate = Experts::gather(gate, &x, &chosen, rows_independent)?;
+            let up = Experts::gather(up, &x, &chosen, rows_independent)?;
+            let hidden = self.activation.gated(&gate, &up)?; // [rows, k, inter]
+            let hidden = hidden.reshape(&[rows * k, hidden.dim(-1)])?;
+            let each = chosen.reshape(&[rows * k, 1])?;
+            let out = Experts::gather(down, &hidden, &each, rows_independent)?;
+            return Ok(out.reshape(&[1, rows, k, out.dim(-1)])?);
+        }
         // [1, rows, 1, 1, dim] against [experts, dim, inter].
         let rows = expand_dims_axes(x, &[-2, -3])?;
         let gate = self.gate.apply(&rows, chosen)?;
@@ -278,7 +331,7 @@ impl FeedForward for SparseMoe {
         if self.normalize {
             scores = scores.divide(sum_axis(&scores, -1, true)?)?;
         }
-        let out = self.experts.forward(x, &chosen)?; // [1, rows, k, dim]
+        let out = self.experts.forward(x, &chosen, ctx.batch_invariant())?; // [1, rows, k, dim]
         let weighted = out.multiply(expand_dims_axes(&scores, &[-1])?)?;
         Ok(sum_axis(&weighted, -2, false)?)
     }

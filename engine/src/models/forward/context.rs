@@ -46,6 +46,11 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
         })
     }
 
+    /// Whether every row's result must be independent of the batch.
+    pub fn batch_invariant(&self) -> bool {
+        self.batch_invariant
+    }
+
     /// Every item's new token ids, end to end: `[1, rows]`.
     pub fn token_ids(&self) -> Array {
         let ids: Vec<u32> = self
