@@ -73,7 +73,7 @@ void check_format(const char* op, int64_t K, const mx::array& w, const mx::array
   const std::string at = std::string("[") + op + "] ";
   if (w.dtype() != mx::uint32) throw std::invalid_argument(at + "w must be uint32");
   if (!qmm::supported(bits, group_size, K))
-    throw std::invalid_argument(at + "bits must be 4 or 8 and group_size 32, 64 or 128 dividing K");
+    throw std::invalid_argument(at + "bits must be 4 or 8 and group_size 16, 32, 64 or 128 dividing K");
   if (int64_t(w.shape(-1)) * 32 / bits != K)
     throw std::invalid_argument(at + "w's packed width does not match x's last dimension");
   auto gshape = w.shape();

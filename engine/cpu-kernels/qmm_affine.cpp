@@ -182,7 +182,7 @@ void run_task(void* ctx, int t) {
 
 bool supported(int bits, int group_size, int64_t k) {
   if (bits != 4 && bits != 8) return false;
-  if (group_size != 32 && group_size != 64 && group_size != 128) return false;
+  if (group_size != 16 && group_size != 32 && group_size != 64 && group_size != 128) return false;
   return k > 0 && k % group_size == 0;
 }
 
@@ -234,11 +234,14 @@ Path default_path() {
 void matmul(const float* x, int64_t m, const AffineMatrix& w, float* y, Path path) {
   if (!supported(w.bits, w.group_size, w.k))
     throw std::invalid_argument(
-        "affine qmm: bits must be 4 or 8, group size 32/64/128 dividing K (bits=" +
+        "affine qmm: bits must be 4 or 8, group size 16/32/64/128 dividing K (bits=" +
         std::to_string(w.bits) + ", group_size=" + std::to_string(w.group_size) +
         ", K=" + std::to_string(w.k) + ")");
   if (m <= 0 || w.n <= 0) return;
-  const Path kernel = resolve_path(path);
+  Path kernel = resolve_path(path);
+  // The AVX-512 kernel steps through groups 32 values at a time; groups of
+  // 16 (GGUF's Q6_K) take the AVX2 one.
+  if (kernel == Path::Avx512 && w.group_size < 32) kernel = Path::Avx2;
 
   // Per calling thread, reused across calls: the prepared x is M*K floats.
   thread_local std::vector<float> xp_scratch, xs_scratch;

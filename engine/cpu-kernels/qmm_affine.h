@@ -35,7 +35,7 @@ struct AffineMatrix {
   int64_t n; // output features (rows of W)
   int64_t k; // input features
   int bits; // 4 or 8
-  int group_size; // 32, 64 or 128
+  int group_size; // 16 (GGUF's Q6_K; no AVX-512 form), 32, 64 or 128
 };
 
 // True when (bits, group_size, k) is a combination the kernels handle.

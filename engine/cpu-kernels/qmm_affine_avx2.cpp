@@ -223,6 +223,7 @@ void rows_st(const Job& j, int64_t n0, int64_t n1) {
 template <int BITS>
 void rows_g(const Job& j, int64_t n0, int64_t n1) {
   switch (j.w->group_size) {
+    case 16: return rows_st<BITS, 16>(j, n0, n1);
     case 32: return rows_st<BITS, 32>(j, n0, n1);
     case 64: return rows_st<BITS, 64>(j, n0, n1);
     case 128: return rows_st<BITS, 128>(j, n0, n1);

@@ -63,12 +63,13 @@ pub fn path() -> &'static Path {
 }
 
 /// Whether the primitive runs a matrix of this format: affine `bits` 4 or
-/// 8, groups of 32, 64 or 128 along `in_features` (MLX 4/8-bit checkpoints;
-/// GGUF Q4_0, Q4_1, Q8_0 and Q4_K as the loader maps them).
+/// 8, groups of 16, 32, 64 or 128 along `in_features` (MLX 4/8-bit
+/// checkpoints; the GGUF types `loading::gguf_affine` repacks, Q6_K's
+/// groups of 16 among them, which MLX's own quantized ops do not take).
 pub fn supports(bits: i32, group_size: i32, in_features: i32) -> bool {
     path().is_primitive()
         && matches!(bits, 4 | 8)
-        && matches!(group_size, 32 | 64 | 128)
+        && matches!(group_size, 16 | 32 | 64 | 128)
         && in_features > 0
         && in_features % group_size == 0
 }
@@ -371,6 +372,34 @@ mod tests {
                     0.0,
                     "{bits}-bit row {row} differs from itself alone"
                 );
+            }
+        }
+    }
+
+    /// Groups of 16 (GGUF's Q6_K; MLX quantizes in 32 or more but
+    /// dequantizes 16): both paths against `x · dequantize(w)ᵀ` at 1, 5 and
+    /// 72 rows, on the AVX2 kernel whatever the CPU (the AVX-512 one has no
+    /// such groups).
+    #[test]
+    fn groups_of_16_match_the_dequantized_product() {
+        let (n, k) = (40, 160);
+        for bits in [4, 8] {
+            let (q, _, _) = quantize(uniform(n, k, 0.1, 6), 32, bits).unwrap();
+            let s = uniform(n, k / 16, 0.01, 7).abs().unwrap();
+            let b = uniform(n, k / 16, 0.05, 8);
+            let w = dequantize(&q, &s, Some(&b), 16, bits).unwrap();
+            for m in [1, 5, BLAS_MIN_ROWS + 8] {
+                let x = uniform(m, k, 1.0, 9);
+                let want = matmul(&x, w.t()).unwrap();
+                let scale = want.abs().unwrap().max(None).unwrap().item_exact::<f32>();
+                for independent in [true, false] {
+                    let got = affine_qmm(&x, &q, &s, &b, 16, bits, independent).unwrap();
+                    let d = max_diff(&got, &want);
+                    assert!(
+                        d <= 2e-5 * scale,
+                        "{bits}-bit, {m} rows, independent {independent}: {d}"
+                    );
+                }
             }
         }
     }

@@ -211,7 +211,10 @@ fn export_tensors(parts: &ModelParts, dtype: ExportDtype) -> Result<ExportedTens
         let q = weights
             .quantized(prefix)?
             .ok_or_else(|| EngineError::Convert(format!("'{prefix}' is not quantized")))?;
-        if dtype == ExportDtype::Keep {
+        // A folder holds one group size (config.json's `quantization`), and
+        // MLX's quantized ops take no groups below 32: GGUF's Q6_K (groups
+        // of 16) is written as floats.
+        if dtype == ExportDtype::Keep && q.group_size == out.group_size {
             let mut pieces = vec![("weight", q.weight), ("scales", q.scales)];
             pieces.extend(q.biases.map(|b| ("biases", b)));
             for (suffix, a) in pieces {

@@ -8,12 +8,15 @@
 //! bytes are inside the file, which turns such files into a one-line error.
 //!
 //! MLX reads F32/F16 and Q4_0/Q4_1/Q8_0 (the latter as its own affine
-//! triples, which stay packed and are exported as they are), but refuses a
-//! whole file that holds any other block type (K-quants, Q5_0:
-//! `gguf_tensor_to_f16 failed`). Such files are read by candle, a
+//! triples, which stay packed and are exported as they are), turns the
+//! K-quants into f16 matrices (rounded, and four times the bytes), and
+//! refuses a whole file that holds some other types (Q5_0:
+//! `gguf_tensor_to_f16 failed`). Files with any type but those five are
+//! read by candle, a
 //! well-kept reader of every ggml block type; the block types with an exact
 //! affine form are repacked into the same triples as MLX's (see
-//! `gguf_affine`), the rest (Q6_K, Q2_K, Q3_K) dequantized to f32.
+//! `gguf_affine`; Q6_K's groups of 16 only where afm's CPU primitive runs),
+//! the rest (Q2_K, Q3_K) dequantized to f32.
 
 use std::cell::RefCell;
 use std::io::{BufReader, Read};
@@ -23,13 +26,20 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use mlx_rs::io::GgufFile;
 use mlx_rs::Array;
 
+use crate::cpu::qmm;
 use crate::error::{EngineError, Result};
 use crate::loading::gguf_affine;
 
-/// Whether a tensor is a matrix whose blocks have an exact affine form.
+/// Whether a tensor is a matrix whose blocks have an exact affine form that
+/// something here multiplies: groups of 32 (MLX's quantized ops and afm's
+/// primitive), or of 16 where the primitive runs (Q6_K).
 fn repackable(info: &candle_core::quantized::gguf_file::TensorInfo) -> bool {
     let dims = info.shape.dims();
-    dims.len() == 2 && gguf_affine::supports(info.ggml_dtype, dims[1])
+    dims.len() == 2
+        && gguf_affine::supports(info.ggml_dtype, dims[1])
+        && gguf_affine::format(info.ggml_dtype).is_some_and(|(bits, group)| {
+            group == gguf_affine::GROUP || qmm::supports(bits, group as i32, dims[1] as i32)
+        })
 }
 
 /// An opened GGUF model.
@@ -60,7 +70,17 @@ impl GgufModelFile {
             Content::read(&mut BufReader::new(file))
                 .map_err(|e| EngineError::invalid_model(path, e))?
         };
-        let mlx = GgufFile::load(path).ok();
+        // MLX's reader keeps Q4_0/Q4_1/Q8_0 as affine triples but turns the
+        // other types it knows (K-quants) into f16 matrices: only files of
+        // those types and floats go to it.
+        let mlx_keeps_all = content.tensor_infos.values().all(|info| {
+            use candle_core::quantized::GgmlDType as T;
+            matches!(
+                info.ggml_dtype,
+                T::F32 | T::F16 | T::Q4_0 | T::Q4_1 | T::Q8_0
+            )
+        });
+        let mlx = mlx_keeps_all.then(|| GgufFile::load(path).ok()).flatten();
         let tensor_names = match &mlx {
             Some(f) => f
                 .array_keys()
@@ -104,6 +124,18 @@ impl GgufModelFile {
 
     pub fn has_tensor(&self, name: &str) -> bool {
         self.content.tensor_infos.contains_key(name)
+    }
+
+    /// The (bits, group size) of the affine triple `<stem>.*` when this
+    /// reader repacks it in groups other than [`gguf_affine::GROUP`]
+    /// (Q6_K's 16): the only triples whose format the shapes do not tell.
+    pub fn odd_group(&self, stem: &str) -> Option<(i32, i32)> {
+        if self.mlx.is_some() {
+            return None;
+        }
+        let info = self.content.tensor_infos.get(&format!("{stem}.weight"))?;
+        let (bits, group) = gguf_affine::format(info.ggml_dtype)?;
+        (repackable(info) && group != gguf_affine::GROUP).then_some((bits, group as i32))
     }
 
     /// A tensor by the reader's name: as MLX stores it, or read by candle,
@@ -162,7 +194,7 @@ impl GgufModelFile {
             .map_err(|e| self.bad(format!("tensor '{weight}': {e}")))?;
         let a = gguf_affine::repack(q.dtype(), &raw, cols)
             .ok_or_else(|| self.bad(format!("tensor '{weight}' cannot be repacked")))?;
-        let (r, c, g) = (rows as i32, cols as i32, (cols / gguf_affine::GROUP) as i32);
+        let (r, c, g) = (rows as i32, cols as i32, (cols / a.group) as i32);
         let exact = |v: &[f32]| -> Result<Array> {
             let t = Array::from_slice(v, &[r, g]);
             Ok(if a.half_exact {

@@ -71,15 +71,25 @@ impl TensorMap {
         renames: &[(&str, &str)],
     ) -> Result<Self> {
         let mut tensors = HashMap::new();
+        let mut overrides = HashMap::new();
         for name in file.tensor_names() {
             if let Some(t) = file.tensor(name)? {
-                tensors.insert(gguf_to_hf_name(name, renames), t);
+                let hf = gguf_to_hf_name(name, renames);
+                if let (Some(stem), Some(prefix)) =
+                    (name.strip_suffix(".scales"), hf.strip_suffix(".scales"))
+                {
+                    if let Some((bits, group_size)) = file.odd_group(stem) {
+                        overrides
+                            .insert(prefix.to_string(), QuantizationConfig { group_size, bits });
+                    }
+                }
+                tensors.insert(hf, t);
             }
         }
         Ok(TensorMap {
             tensors,
             group_size: GGUF_GROUP_SIZE,
-            overrides: HashMap::new(),
+            overrides,
             mode,
             origin: file.path().display().to_string(),
         })
