@@ -79,6 +79,8 @@ LD_LIBRARY_PATH="$(dirname "$LLAMA_SERVER")" run llama-server 8080 - "$LLAMA_SER
     -m "$GGUF" --port 8080 -np "$MAX_SEQS" -c $((MAX_SEQS * 2048)) -t "$(nproc)" --metrics
 
 for peer in mlx-lm llama-server; do
+    # Only the servers measured (PEERS), and those of an earlier run.
+    [ -f "$OUT/afm-serve/bench.json" ] && [ -f "$OUT/$peer/bench.json" ] || continue
     target/release/afm-bench compare "$OUT/afm-serve" "$OUT/$peer"
     target/release/afm-bench compare "$OUT/afm-serve-cold" "$OUT/$peer-cold"
 done
