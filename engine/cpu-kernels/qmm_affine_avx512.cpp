@@ -22,6 +22,7 @@
 // always takes one path.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "qmm_affine_impl.h"
@@ -186,8 +187,14 @@ inline void tile_row(const Job& j, int64_t m, int64_t nb, int64_t ne) {
 template <int BITS, int G, int ST>
 void rows(const Job& j, int64_t n0, int64_t n1) {
   const int64_t M = j.m;
-  for (int64_t nb = n0; nb < n1; nb += kRowBlock) {
-    const int64_t ne = nb + kRowBlock < n1 ? nb + kRowBlock : n1;
+  // A block of W rows (~96 KB, in L2) passes under each tile of x rows in
+  // turn, so a tile of x stays in L1 for the whole block; with blocks of a
+  // few rows the tiles of x evicted each other and came from L2 at every
+  // multiply-add.
+  const int64_t row_bytes = j.w->k * BITS / 8;
+  const int64_t block = std::max<int64_t>(kRowBlock, std::min<int64_t>(512, (int64_t(96) << 10) / row_bytes));
+  for (int64_t nb = n0; nb < n1; nb += block) {
+    const int64_t ne = nb + block < n1 ? nb + block : n1;
     int64_t m = 0;
     // Eight rows of x share each unpacked chunk of W where their 8 * K
     // floats stay in L1 (otherwise four).
