@@ -246,10 +246,10 @@ void matmul(const float* x, int64_t m, const AffineMatrix& w, float* y, Path pat
   // Per calling thread, reused across calls: the prepared x is M*K floats.
   thread_local std::vector<float> xp_scratch, xs_scratch;
   const int64_t ng = w.k / w.group_size;
-  // The AVX-512 kernel always reads x from the scratch, 64-byte aligned: its
-  // 64-byte loads from a row that is not run at about 3/4 of the speed
-  // (every one spans two cache lines).
-  const bool xp_copy = kernel == Path::Avx512 || (kernel != Path::Scalar && w.bits == 4);
+  // The SIMD kernels always read x from the scratch, 64-byte aligned: the
+  // AVX-512 one's 64-byte loads from a row that is not run at about 3/4 of
+  // the speed (every one spans two cache lines).
+  const bool xp_copy = kernel != Path::Scalar;
   if (xp_copy && xp_scratch.size() < size_t(m * w.k + 16)) xp_scratch.resize(m * w.k + 16);
   float* xp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(xp_scratch.data()) + 63) & ~uintptr_t(63));
   const int64_t xs_len = m * detail::xs_stride(ng);

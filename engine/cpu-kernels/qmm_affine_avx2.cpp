@@ -246,7 +246,10 @@ const float* prepare_avx2(const float* x, int64_t m, const AffineMatrix& w,
     }
     for (int64_t g = ng; g < stride; ++g) xs[r * stride + g] = 0.0f;
   }
-  if (w.bits != 4) return x;
+  if (w.bits != 4) {
+    std::memcpy(xp_scratch, x, size_t(m * K) * sizeof(float));
+    return xp_scratch;
+  }
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * K;
     float* pr = xp_scratch + r * K;
