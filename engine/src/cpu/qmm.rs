@@ -75,9 +75,10 @@ pub fn supports(bits: i32, group_size: i32, in_features: i32) -> bool {
 }
 
 /// Rows of x from which a call that need not keep rows independent
-/// dequantizes tiles of W and multiplies with BLAS instead: at 32 rows the
-/// kernel and f32 BLAS take the same time, at 256 BLAS takes half
-/// (`benches/qmm.rs`), the kernel being compute-bound at ~half the FMA peak.
+/// dequantizes tiles of W and multiplies with BLAS instead: at 64 rows the
+/// two take the same time, at 32 the kernel takes 0.63x, at 256 BLAS takes
+/// 0.62x (`benches/qmm.rs`, 2048×2048, AVX-512), the kernel being
+/// compute-bound from ~16 rows.
 pub const BLAS_MIN_ROWS: i32 = 64;
 
 /// `x[..., K] · dequantize(w, scales, biases)ᵀ` as f32 `[..., N]`: MLX's
