@@ -65,6 +65,18 @@ const void* dense(const View& v, std::vector<char>& buf) {
   return buf.data();
 }
 
+// How every eval_cpu here starts: the output allocated, the arrays
+// registered with the stream's encoder (which keeps them alive until the
+// dispatched task has run).
+mx::cpu::CommandEncoder& start_eval(const mx::Stream& stream, const std::vector<mx::array>& inputs,
+                                    mx::array& out) {
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  auto& encoder = mx::cpu::get_command_encoder(stream);
+  for (auto& in : inputs) encoder.set_input_array(in);
+  encoder.set_output_array(out);
+  return encoder;
+}
+
 // The checks shared by the matmul and its gather form: w holds `bits`-bit
 // rows of K values (its last axis), scales and biases one value per group of
 // each row, same leading axes as w.
@@ -116,11 +128,7 @@ mx::array affine_qmm(
 
 void AffineQmm::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   auto& out = outputs[0];
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-
-  auto& encoder = mx::cpu::get_command_encoder(stream());
-  for (auto& in : inputs) encoder.set_input_array(in);
-  encoder.set_output_array(out);
+  auto& encoder = start_eval(stream(), inputs, out);
 
   const int64_t K = inputs[0].shape(-1);
   const int64_t M = K ? int64_t(inputs[0].size()) / K : 0;
@@ -198,10 +206,7 @@ mx::array gather_affine_qmm(
 
 void GatherAffineQmm::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   auto& out = outputs[0];
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-  auto& encoder = mx::cpu::get_command_encoder(stream());
-  for (auto& in : inputs) encoder.set_input_array(in);
-  encoder.set_output_array(out);
+  auto& encoder = start_eval(stream(), inputs, out);
 
   qmm::AffineStack stack{};
   stack.first.scale_type = scale_type(inputs[2].dtype());
@@ -296,11 +301,7 @@ attn::Strided4 strided4(const View& v, std::vector<char>& buf) {
 
 void Attention::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   auto& out = outputs[0];
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-
-  auto& encoder = mx::cpu::get_command_encoder(stream());
-  for (auto& in : inputs) encoder.set_input_array(in);
-  encoder.set_output_array(out);
+  auto& encoder = start_eval(stream(), inputs, out);
 
   const auto& q = inputs[0];
   const auto& k = inputs[1];
@@ -375,10 +376,7 @@ int64_t row_stride(const View& v) {
 
 void GatedActivation::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
   auto& out = outputs[0];
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-  auto& encoder = mx::cpu::get_command_encoder(stream());
-  for (auto& in : inputs) encoder.set_input_array(in);
-  encoder.set_output_array(out);
+  auto& encoder = start_eval(stream(), inputs, out);
   const int64_t width = out.shape(-1);
   const int64_t rows = width ? int64_t(out.size()) / width : 0;
   encoder.dispatch([g = view_of(inputs[0]), u = view_of(inputs[1]), o = out.data<float>(), width, rows,
