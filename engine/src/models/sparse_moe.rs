@@ -171,17 +171,13 @@ impl Experts {
         )
     }
 
-    /// Whether a row's product is independent of the other rows: measured
-    /// for MLX's CPU `gather_mm` (one product per row and chosen expert;
-    /// bit-identical logits at any slot of batches up to 32, chunked and
-    /// cached, in `mlx_lm_reference`); by construction on the primitive
-    /// (its kernel's order per output is fixed by the format); not
-    /// established for MLX's `gather_qmm`.
-    fn row_independent(&self) -> bool {
-        match self {
-            Experts::Dense(_) => true,
-            Experts::Quantized(_) => self.on_primitive().is_some(),
-        }
+    /// Whether a row's product is independent of the other rows on MLX's
+    /// path: measured for its CPU `gather_mm` (one product per row and
+    /// chosen expert; bit-identical logits at any slot of batches up to 32,
+    /// chunked and cached, in `mlx_lm_reference`); not established for its
+    /// `gather_qmm`.
+    fn row_independent_on_mlx(&self) -> bool {
+        matches!(self, Experts::Dense(_))
     }
 }
 
@@ -227,11 +223,7 @@ impl ExpertStack {
     /// (`[1, rows, k]`): `[1, rows, k, dim]`. `rows_independent`: each
     /// row's result must not depend on the others (batch-invariant mode).
     pub fn forward(&self, x: &Array, chosen: &Array, rows_independent: bool) -> Result<Array> {
-        if let (Some(gate), Some(up), Some(down)) = (
-            self.gate.on_primitive(),
-            self.up.on_primitive(),
-            self.down.on_primitive(),
-        ) {
+        if let Some((gate, up, down)) = self.on_primitive() {
             let (rows, k) = (x.dim(-2), chosen.dim(-1));
             let x = x.reshape(&[rows, x.dim(-1)])?;
             let chosen = chosen.reshape(&[rows, k])?;
@@ -253,10 +245,23 @@ impl ExpertStack {
         Ok(out.squeeze_axes(&[-2])?)
     }
 
+    /// The three stacks when afm's primitive multiplies all of them (else
+    /// all three go through MLX's gathers).
+    fn on_primitive(&self) -> Option<(&QuantizedWeight, &QuantizedWeight, &QuantizedWeight)> {
+        Some((
+            self.gate.on_primitive()?,
+            self.up.on_primitive()?,
+            self.down.on_primitive()?,
+        ))
+    }
+
+    /// On the primitive by construction (each output's order is fixed by
+    /// the format), on MLX's gathers only if every stack is dense.
     pub fn row_independent(&self) -> bool {
-        [&self.gate, &self.up, &self.down]
-            .iter()
-            .all(|e| e.row_independent())
+        self.on_primitive().is_some()
+            || [&self.gate, &self.up, &self.down]
+                .iter()
+                .all(|e| e.row_independent_on_mlx())
     }
 
     pub fn stored(&self) -> Vec<Array> {
