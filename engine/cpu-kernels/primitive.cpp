@@ -65,6 +65,20 @@ const void* dense(const View& v, std::vector<char>& buf) {
   return buf.data();
 }
 
+// The stream of an op: a CPU one (the kernels have no GPU form), or an
+// error naming the op.
+mx::Stream cpu_stream(const char* op, mx::StreamOrDevice s) {
+  auto stream = mx::to_stream(s);
+  if (!(stream.device == mx::Device::cpu))
+    throw std::invalid_argument(std::string("[") + op + "] only CPU streams are supported");
+  return stream;
+}
+
+// x as the kernels read it: f32 (other float types are cast lazily).
+mx::array as_f32(const mx::array& x, const mx::Stream& stream) {
+  return x.dtype() == mx::float32 ? x : mx::astype(x, mx::float32, stream);
+}
+
 // How every eval_cpu here starts: the output allocated, the arrays
 // registered with the stream's encoder (which keeps them alive until the
 // dispatched task has run).
@@ -108,15 +122,13 @@ mx::array affine_qmm(
     int bits,
     int blas_min_rows,
     mx::StreamOrDevice s) {
-  auto stream = mx::to_stream(s);
-  if (!(stream.device == mx::Device::cpu))
-    throw std::invalid_argument("[affine_qmm] only CPU streams are supported");
+  const auto stream = cpu_stream("affine_qmm", s);
   if (x_in.ndim() < 1) throw std::invalid_argument("[affine_qmm] x must have at least one dimension");
   if (w.ndim() != 2) throw std::invalid_argument("[affine_qmm] w must be 2-D");
   check_format("affine_qmm", x_in.shape(-1), w, scales, biases, group_size, bits);
   const int64_t N = w.shape(0);
 
-  auto x = x_in.dtype() == mx::float32 ? x_in : mx::astype(x_in, mx::float32, stream);
+  auto x = as_f32(x_in, stream);
   auto out_shape = x.shape();
   out_shape.back() = int(N);
   return mx::array(
@@ -186,9 +198,7 @@ mx::array gather_affine_qmm(
     int bits,
     int blas_min_rows,
     mx::StreamOrDevice s) {
-  auto stream = mx::to_stream(s);
-  if (!(stream.device == mx::Device::cpu))
-    throw std::invalid_argument("[gather_affine_qmm] only CPU streams are supported");
+  const auto stream = cpu_stream("gather_affine_qmm", s);
   if (x_in.ndim() != 2) throw std::invalid_argument("[gather_affine_qmm] x must be [R, K]");
   if (w.ndim() != 3) throw std::invalid_argument("[gather_affine_qmm] w must be [E, N, K * bits / 32]");
   if (indices.ndim() != 2 || indices.shape(0) != x_in.shape(0))
@@ -196,7 +206,7 @@ mx::array gather_affine_qmm(
   if (indices.dtype() != mx::uint32 && indices.dtype() != mx::int32)
     throw std::invalid_argument("[gather_affine_qmm] indices must be uint32 or int32");
   check_format("gather_affine_qmm", x_in.shape(-1), w, scales, biases, group_size, bits);
-  auto x = x_in.dtype() == mx::float32 ? x_in : mx::astype(x_in, mx::float32, stream);
+  auto x = as_f32(x_in, stream);
   return mx::array(
       mx::Shape{x.shape(0), indices.shape(1), w.shape(1)},
       mx::float32,
@@ -257,9 +267,7 @@ mx::array attention(
     int window,
     float scale,
     mx::StreamOrDevice s) {
-  auto stream = mx::to_stream(s);
-  if (!(stream.device == mx::Device::cpu))
-    throw std::invalid_argument("[attention] only CPU streams are supported");
+  const auto stream = cpu_stream("attention", s);
   if (q_in.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4)
     throw std::invalid_argument("[attention] q, k and v must be 4-D");
   if (k.shape() != v.shape()) throw std::invalid_argument("[attention] k and v must have one shape");
@@ -277,7 +285,7 @@ mx::array attention(
       throw std::invalid_argument("[attention] a query's position is past the keys' capacity");
   }
   if (window < 0) throw std::invalid_argument("[attention] negative window");
-  auto q = q_in.dtype() == mx::float32 ? q_in : mx::astype(q_in, mx::float32, stream);
+  auto q = as_f32(q_in, stream);
   mx::Shape out_shape{q.shape(0), q.shape(2), q.shape(1), q.shape(3)};
   return mx::array(
       std::move(out_shape),
@@ -347,9 +355,7 @@ bool Attention::is_equivalent(const mx::Primitive& other) const {
 }
 
 mx::array gated_activation(const mx::array& gate, const mx::array& up, int act, mx::StreamOrDevice s) {
-  auto stream = mx::to_stream(s);
-  if (!(stream.device == mx::Device::cpu))
-    throw std::invalid_argument("[gated_activation] only CPU streams are supported");
+  const auto stream = cpu_stream("gated_activation", s);
   if (act != int(glu::Act::Silu) && act != int(glu::Act::GeluTanh))
     throw std::invalid_argument("[gated_activation] act must be 0 (SiLU) or 1 (GELU, tanh form)");
   if (gate.shape() != up.shape() || gate.ndim() < 1)
