@@ -11,8 +11,8 @@
 //!   with known failures attributed, the matrix of several targets;
 //! - [`suite`]: the TOML suites, their checks, the capabilities probed on
 //!   a target, and the profile that overrides probes;
-//! - [`target`]: where requests go (the in-process engine, a server over
-//!   HTTP, a server started for the run);
+//! - [`server`]: the target requests go to (a server over HTTP, one
+//!   started for the run, afm-serve's router in-process);
 //! - [`protocol`]: one exchange as a target hands it back, each wire
 //!   protocol's dialect that reads it into a reply, the vendors' schemas;
 //! - leaves: [`outcome`] (what a check concludes), [`toml_input`],
@@ -24,6 +24,6 @@ pub mod protocol;
 pub mod report;
 pub mod run_info;
 pub mod runner;
+pub mod server;
 pub mod suite;
-pub mod target;
 pub mod toml_input;

@@ -14,7 +14,7 @@ use crate::report::{CaseResult, Status, StepRecord};
 use crate::suite::capabilities::Capabilities;
 use crate::suite::filler;
 use crate::suite::{Case, Mode, Scenario, Section, Selection};
-use crate::target::{Outgoing, Target};
+use crate::server::{Outgoing, Target};
 
 /// Settings of one run.
 #[derive(Debug, Clone)]

@@ -14,9 +14,9 @@ use afm_harness::bench::dataset::builtin::{Prompts, Workload};
 use afm_harness::bench::dataset::{Dataset, Source};
 use afm_harness::bench::goodput::Slo;
 use afm_harness::bench::load::Player;
-use afm_harness::bench::report::LevelResult;
+use afm_harness::bench::results::LevelResult;
 use afm_harness::bench::request::{Endpoint, RequestSettings};
-use afm_harness::target::Target;
+use afm_harness::server::Target;
 use serde_json::json;
 
 async fn level(base: &str, mode: &str, schema_share: f64) -> LevelResult {

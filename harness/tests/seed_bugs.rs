@@ -14,7 +14,7 @@ use afm_harness::report::{CaseResult, Report, RunInfo, Status};
 use afm_harness::runner::{self, RunOptions};
 use afm_harness::suite::capabilities::{self, Capabilities};
 use afm_harness::suite::{Section, Selection, Tier};
-use afm_harness::target::Target;
+use afm_harness::server::Target;
 
 use support::faulty_server;
 

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{BenchReport, LevelResult, Variant};
+use super::results::{BenchReport, LevelResult, Variant};
 
 type Getter = fn(&LevelResult) -> Option<f64>;
 
@@ -124,7 +124,7 @@ pub fn text(a: &BenchReport, b: &BenchReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::arrivals::Shape;
-    use super::super::report::{BenchRun, LevelResult, Variant};
+    use super::super::results::{BenchRun, LevelResult, Variant};
     use super::super::stats::Dist;
     use super::*;
 

@@ -18,7 +18,7 @@ use super::request::{self, RequestSettings};
 use super::sample::Sample;
 use super::verify::{self, Markers};
 use crate::protocol::reply::Reply;
-use crate::target::Target;
+use crate::server::Target;
 
 /// What a run sends and how it checks the replies.
 pub struct Player {

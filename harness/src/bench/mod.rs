@@ -7,7 +7,7 @@
 //! model's [`tokens`], [`dataset::trace`] replay); [`load`] plays them at a
 //! level's [`arrivals`] shape, each turn sent in its endpoint's
 //! [`request`] shape; each exchange becomes a [`sample`] and is checked by
-//! [`verify`]; [`report`] turns a level's samples into distributions
+//! [`verify`]; [`results`] turns a level's samples into distributions
 //! ([`stats`]), [`goodput`] and cache figures, shown as a table, JSON and
 //! an HTML [`page`] with [`charts`]; [`search`] finds the highest load
 //! meeting an SLO; [`records`] keeps every request; [`compare`] sets two
@@ -21,7 +21,7 @@ pub mod goodput;
 pub mod load;
 pub mod page;
 pub mod records;
-pub mod report;
+pub mod results;
 pub mod request;
 pub mod sample;
 pub mod search;

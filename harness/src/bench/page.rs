@@ -4,7 +4,7 @@ use anyhow::{Context as _, Result};
 use tera::Context;
 
 use super::charts::{self, Series};
-use super::report::{BenchReport, LevelResult};
+use super::results::{BenchReport, LevelResult};
 use crate::report::html::tera;
 
 type LevelFigure = fn(&LevelResult) -> Option<f64>;

@@ -5,7 +5,7 @@
 
 use anyhow::Result;
 
-use super::report::Search;
+use super::results::Search;
 
 /// Probes `probe(x) -> share` from `start`; `integer` loads are users.
 pub fn search(

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::target::Target;
+use crate::server::Target;
 
 /// Counter names of known servers, per quantity, first found wins.
 const PREFILL_COMPUTED: [&str; 2] = [

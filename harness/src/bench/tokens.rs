@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::target::Target;
+use crate::server::Target;
 
 pub enum TokenCounter {
     File(Box<tokenizers::Tokenizer>),

@@ -1,4 +1,4 @@
-//! Self-contained HTML pages (tera templates under `reports/`, compiled
+//! Self-contained HTML pages (tera templates under `harness/templates/`, compiled
 //! into the binary): the run report, the diff of two reports, the matrix
 //! and (for [`crate::bench::page`]) the benchmark page.
 
@@ -11,10 +11,10 @@ use crate::report::diff::{Change, Diff, Entry, GROUPS};
 use crate::report::matrix::Matrix;
 use crate::report::Report;
 
-const REPORT: &str = include_str!("../../../reports/report.html.tera");
-const DIFF: &str = include_str!("../../../reports/diff.html.tera");
-const BENCH: &str = include_str!("../../../reports/bench.html.tera");
-const MATRIX: &str = include_str!("../../../reports/matrix.html.tera");
+const REPORT: &str = include_str!("../../templates/report.html.tera");
+const DIFF: &str = include_str!("../../templates/diff.html.tera");
+const BENCH: &str = include_str!("../../templates/bench.html.tera");
+const MATRIX: &str = include_str!("../../templates/matrix.html.tera");
 
 /// One line of an expected-vs-actual diff.
 #[derive(Serialize)]

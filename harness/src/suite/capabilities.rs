@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::outcome::clip_to;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
-use crate::target::{Auth, Outgoing, Target};
+use crate::server::{Auth, Outgoing, Target};
 
 /// Every capability a case may require. `batch_invariance` is not probed
 /// (its cases are the test); it is absent only when the target says so:

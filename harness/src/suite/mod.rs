@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::protocol::dialect::Dialect;
 use crate::suite::checks::CheckSpec;
-use crate::target::Auth;
+use crate::server::Auth;
 
 /// How much of the suites a run covers; each tier includes the ones below.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

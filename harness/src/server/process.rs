@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::target::Target;
+use crate::server::Target;
 
 pub struct ServerProcess {
     child: Child,

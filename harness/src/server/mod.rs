@@ -7,7 +7,7 @@
 
 #[cfg(feature = "engine")]
 mod in_process;
-pub mod server_process;
+pub mod process;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
