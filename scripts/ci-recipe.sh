@@ -3,7 +3,7 @@
 # on this machine, against mlx-lm's server on the bundled model:
 #   1. install afm-test alone (`cargo install --path harness
 #      --no-default-features --locked`, into target/ci-recipe/root);
-#   2. install the server under test (mlx-lm, bench/peers/mlx-lm.sh);
+#   2. install the server under test (mlx-lm, interop/peers/mlx-lm.sh);
 #   3. run the standard tier through --server;
 #   4. diff against the committed baseline with its known failures;
 #   5. write the job summary and keep the report folder (the artifact).
@@ -22,7 +22,7 @@ cargo install --path harness --no-default-features --locked --root "$WORK/root" 
 AFM_TEST="$WORK/root/bin/afm-test"
 
 step "Install the server under test"
-BIN="$(bash bench/peers/mlx-lm.sh)"
+BIN="$(bash interop/peers/mlx-lm.sh)"
 MODEL=.cache/peers/smollm2-f32
 if [ ! -f "$MODEL/model.safetensors" ]; then
     cargo run -q --release -p afm-engine --bin afm-serve -- convert \

@@ -7,7 +7,7 @@
 # through a flagless afm-serve (scripts/gate.sh), a short schemathesis pass
 # with OpenAI's published spec, and afm-test's verdicts
 # on a real peer: the standard tier against mlx-lm's server, diffed with its
-# committed report (bench/peers/afm-test.sh; installs mlx-lm on first use).
+# committed report (interop/peers/afm-test.sh; installs mlx-lm on first use).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -21,8 +21,8 @@ cargo test -p afm-harness --no-default-features
 bash scripts/gate.sh
 # OpenAI's published spec against a flagless afm-serve, by schemathesis:
 # a short fixed-seed pass, failing on a 5xx, a reply off the spec's schema
-# or a wrong media type (bench/schemathesis/run.sh; the full run is not CI).
+# or a wrong media type (interop/schemathesis/run.sh; the full run is not CI).
 AFM_SERVE=target/debug/afm-serve \
     SCHEMATHESIS_CHECKS=not_a_server_error,response_schema_conformance,content_type_conformance \
-    bash bench/schemathesis/run.sh --quick
-bash bench/peers/afm-test.sh mlx-lm standard
+    bash interop/schemathesis/run.sh --quick
+bash interop/peers/afm-test.sh mlx-lm standard

@@ -1,10 +1,10 @@
 //! The official `openai` and `anthropic` Python packages (installed by
 //! scripts/setup.sh) talk to a started afm-serve: chat, streaming,
-//! json_schema, logprobs, seed, completions (`tests/python/openai_client.py`),
-//! Responses and Messages (`tests/python/protocol_clients.py`), and the
-//! SDK's tool loop as its users write it, whole and streamed, with content
-//! parts and the developer role (`bench/clients/openai_sdk.py`, also run by
-//! the real-client matrix).
+//! json_schema, logprobs, seed, completions (`openai_client.py`), Responses
+//! and Messages (`protocol_clients.py`), and the SDK's tool loop as its
+//! users write it, whole and streamed, with content parts and the developer
+//! role (`openai_sdk.py`, also run by the real-client matrix): the scripts
+//! of interop/clients/.
 
 mod support;
 
@@ -28,7 +28,7 @@ fn the_openai_python_client_works_against_afm_serve() {
 
 /// `responses.create` of the `openai` package and `messages.create` /
 /// `messages.stream` / `count_tokens` of the `anthropic` package: plain,
-/// streamed, tools and structured output (`tests/python/protocol_clients.py`).
+/// streamed, tools and structured output (`protocol_clients.py`).
 #[test]
 fn the_responses_and_anthropic_python_clients_work_against_afm_serve() {
     run_script("protocol_clients.py");
@@ -38,15 +38,18 @@ fn the_responses_and_anthropic_python_clients_work_against_afm_serve() {
 /// tool result, the final answer; streamed; content parts; developer.
 #[test]
 fn the_openai_sdk_tool_loop_works_against_afm_serve() {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/clients/openai_sdk.py");
-    run(&script, "passed, 0 failed");
+    run(&client_script("openai_sdk.py"), "passed, 0 failed");
 }
 
 fn run_script(name: &str) {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/python")
-        .join(name);
-    run(&script, "all checks passed");
+    run(&client_script(name), "all checks passed");
+}
+
+/// A script of interop/clients/.
+fn client_script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../interop/clients")
+        .join(name)
 }
 
 /// Runs a client script against a flagless afm-serve.

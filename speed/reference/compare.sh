@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The engine's batch decode against the independent padded-batch reference,
-# in one run: installs mlx-lm (bench/peers/mlx-lm.sh, same BLAS as the
+# in one run: installs mlx-lm (interop/peers/mlx-lm.sh, same BLAS as the
 # engine), exports the bundled model's f32 weights once, then runs
 # `cargo bench --bench batch_decode` with the reference. Not part of CI.
 # Extra arguments go to the bench (e.g. --levels 1,8 --tokens 32).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
-MLX_LM_BIN="$(bash bench/peers/mlx-lm.sh)"
+MLX_LM_BIN="$(bash interop/peers/mlx-lm.sh)"
 GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
 F32_DIR="$ROOT/.cache/peers/smollm2-f32"
 if [ ! -f "$F32_DIR/model.safetensors" ]; then

@@ -4,7 +4,7 @@
 # (baselines/peers/PEER.json), whose failures are each attributed in
 # baselines/peers/PEER.known.toml to the peer's documented behaviour.
 #
-#   bench/peers/afm-test.sh PEER [TIER] [--refresh]
+#   interop/peers/afm-test.sh PEER [TIER] [--refresh]
 #
 # PEER: mlx-lm (mlx_lm.server, the CPU build of MLX, on the bundled model
 # exported by `afm-serve convert --dtype f32`) or llama-server (llama.cpp's
@@ -17,7 +17,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
-PEER="${1:?usage: bench/peers/afm-test.sh mlx-lm|llama-server [TIER] [--refresh]}"
+PEER="${1:?usage: interop/peers/afm-test.sh mlx-lm|llama-server [TIER] [--refresh]}"
 TIER="${2:-full}"
 REFRESH="${3:-}"
 TEMPLATE=fixtures/templates/chatml-tools.jinja
@@ -29,7 +29,7 @@ afm_serve() { if [ -n "${AFM_SERVE:-}" ]; then "$AFM_SERVE" "$@"; else cargo run
 
 case "$PEER" in
 mlx-lm)
-    BIN="$(bash bench/peers/mlx-lm.sh)"
+    BIN="$(bash interop/peers/mlx-lm.sh)"
     MODEL=.cache/peers/smollm2-f32
     [ -f "$MODEL/model.safetensors" ] ||
         afm_serve convert --model "$GGUF" \
@@ -38,7 +38,7 @@ mlx-lm)
     SERVER="$BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\""
     ;;
 llama-server)
-    BIN="$(bash bench/peers/llama-server.sh)"
+    BIN="$(bash interop/peers/llama-server.sh)"
     MODEL="$GGUF"
     export LD_LIBRARY_PATH="$(dirname "$BIN")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     # With a key, so the security cases run (mlx_lm.server has no key option).

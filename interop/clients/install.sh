@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs the real clients of bench/clients/, each pinned, in its own
+# Installs the real clients of interop/clients/, each pinned, in its own
 # virtual environment under .cache/clients/<name>-venv (git-ignored).
 # Idempotent: a venv whose recorded pins match is left alone.
-#   bench/clients/install.sh [openai|instructor|guidellm|aiperf]...   (default: all)
+#   interop/clients/install.sh [openai|instructor|guidellm|aiperf]...   (default: all)
 # GuideLLM depends on torch: its venv is ~6 GB (PyPI's Linux torch wheel
 # brings CUDA libraries it never uses here).
 set -euo pipefail

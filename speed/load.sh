@@ -15,7 +15,7 @@
 # point at prebuilt binaries. Results: $OUT/<run>-<server>/bench.{json,html}
 # and requests.jsonl.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 AFM_BENCH="${AFM_BENCH:-target/release/afm-bench}"
 AFM_SERVE="${AFM_SERVE:-target/release/afm-serve}"
@@ -23,8 +23,8 @@ if [ ! -x "$AFM_BENCH" ] || [ ! -x "$AFM_SERVE" ]; then
     bash scripts/setup.sh
     cargo build --release -q -p afm-engine -p afm-harness --bins
 fi
-LLAMA_SERVER="$(bash bench/peers/llama-server.sh)"
-MLX_LM_BIN="$(bash bench/peers/mlx-lm.sh)"
+LLAMA_SERVER="$(bash interop/peers/llama-server.sh)"
+MLX_LM_BIN="$(bash interop/peers/mlx-lm.sh)"
 GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
 F32_DIR=.cache/peers/smollm2-f32
 [ -f "$F32_DIR/model.safetensors" ] ||

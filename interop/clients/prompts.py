@@ -1,4 +1,4 @@
-"""Writes the fixed prompt set every load client of bench/clients/ sends.
+"""Writes the fixed prompt set every load client of interop/clients/ sends.
 
 Usage: python3 prompts.py OUT_DIR [N]
 

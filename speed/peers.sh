@@ -14,12 +14,12 @@
 # comparisons printed at the end ($OUT: target/peers, or
 # target/peers/gemma3-270m).
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/setup.sh
 cargo build --release -q -p afm-engine -p afm-harness --bins
-LLAMA_SERVER="$(bash bench/peers/llama-server.sh)"
-MLX_LM_BIN="$(bash bench/peers/mlx-lm.sh)"
+LLAMA_SERVER="$(bash interop/peers/llama-server.sh)"
+MLX_LM_BIN="$(bash interop/peers/mlx-lm.sh)"
 MODEL="${MODEL:-smollm2}"
 case "$MODEL" in
 smollm2) OUT="${OUT:-target/peers}" ;;

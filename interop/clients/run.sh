@@ -3,11 +3,11 @@
 # content parts, developer role), instructor (structured output), GuideLLM
 # and AIPerf (short streamed chat load), and afm-bench on the same load.
 #
-#   bench/clients/run.sh [--no-capture] [openai|instructor|guidellm|aiperf|afm-bench]...
+#   interop/clients/run.sh [--no-capture] [openai|instructor|guidellm|aiperf|afm-bench]...
 #
 # Starts target/release/afm-serve itself (free port, no flags: grammar
 # constraints and the prefix cache are on by default), installs the clients pinned in their
-# own virtual environments (bench/clients/install.sh), runs each, and writes
+# own virtual environments (interop/clients/install.sh), runs each, and writes
 # target/clients/: summary.md (the table), shapes.md (every request shape
 # each client sent, with the server's status and error text), and one
 # folder per client (its output, LABEL.log, LABEL.cmd, LABEL.time: CPU and
@@ -20,7 +20,10 @@
 # the server directly. --no-capture runs everything directly.
 #
 # Exits 1 if a client failed a check, counted an error or exited non-zero.
-# Linux: reads /proc and uses GNU time (bench/clients/install.sh installs it).
+# Linux: reads /proc and uses GNU time (interop/clients/install.sh installs it).
+#
+# openai_client.py and protocol_clients.py beside this script are not run
+# here: cargo test runs them (engine/tests/openai_client.rs).
 #
 # Environment: REQUESTS (32), CONCURRENCY (4), MAX_TOKENS (32),
 # CAPTURE_REQUESTS (4), AIPERF_FLAGS (--no-server-metrics; empty for
@@ -263,6 +266,6 @@ for c in "${CLIENTS[@]}"; do
 done
 
 rc=0
-python3 "$HERE/report.py" "$OUT" "${CLIENTS[@]}" || rc=$?
+python3 "$HERE/summary.py" "$OUT" "${CLIENTS[@]}" || rc=$?
 log "wrote $OUT/summary.md and $OUT/shapes.md"
 exit "$rc"

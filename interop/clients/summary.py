@@ -1,9 +1,9 @@
-"""Summarises a bench/clients/run.sh run: OUT/summary.md (one row per
+"""Summarises an interop/clients/run.sh run: OUT/summary.md (one row per
 client: errors, latency and throughput figures, CPU time) and OUT/shapes.md
 (every distinct request shape each client sent, from the capture proxy's
 log, with the server's status and error text).
 
-Usage: python3 report.py OUT [client...]   (standard library only)
+Usage: python3 summary.py OUT [client...]   (standard library only)
 """
 
 import json
