@@ -2,6 +2,7 @@
 //! tokenizer, chat template and EOS set, and generates with MLX.
 //!
 //! Folders by concern, dependencies one way (see `docs/architecture.md`):
+//! `layers` (linear and embedding arithmetic, dense or quantized) <-
 //! `loading` (files -> model parts) <- `models` (architectures, the shared
 //! forward context, KV layout; the registry that `loading` builds networks
 //! through) <- `runtime` (engine thread, scheduler, per-sequence pipeline)
@@ -13,6 +14,7 @@
 pub mod api;
 pub mod cpu;
 mod error;
+pub mod layers;
 pub mod loading;
 pub mod models;
 pub mod parsers;

@@ -184,7 +184,7 @@ fn llama_with_packed_quantized_weights_conforms_in_both_modes() {
         assert!(
             matches!(
                 weights.linear("model.layers.0.mlp.down_proj").unwrap(),
-                afm_engine::loading::Linear::Quantized(_)
+                afm_engine::layers::Linear::Quantized(_)
             ),
             "{bits}-bit matrices stay packed"
         );

@@ -324,8 +324,9 @@ mod tests {
     #[test]
     fn a_q6k_matrix_loads_packed_in_groups_of_16() {
         use crate::cpu::qmm;
+        use crate::layers::Linear;
         use crate::loading::gguf::GgufModelFile;
-        use crate::loading::weights::{Linear, TensorMap, WeightMode};
+        use crate::loading::weights::{TensorMap, WeightMode};
         use candle_core::quantized::gguf_file;
 
         let (rows, cols) = (8usize, 512usize);

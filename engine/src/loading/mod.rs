@@ -27,4 +27,4 @@ pub use loaded::LoadedModel;
 pub use parts::{eos_for_dir, ModelParts};
 pub use source::ModelSource;
 pub use tokenizer::{IncrementalDecoder, TextTokenizer};
-pub use weights::{Embedding, FusedLinear, Linear, TensorMap, WeightMode};
+pub use weights::{TensorMap, WeightMode};

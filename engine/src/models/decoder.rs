@@ -18,8 +18,9 @@ use super::lm_head;
 use super::self_attention::SelfAttention;
 use super::sparse_moe::experts_refuse_batch_invariance;
 use crate::error::Result;
+use crate::layers::{Embedding, Linear};
 use crate::loading::config::ModelConfig;
-use crate::loading::weights::{Embedding, Linear, TensorMap};
+use crate::loading::weights::TensorMap;
 
 /// What mixes information across a layer's tokens.
 pub enum Mixer {

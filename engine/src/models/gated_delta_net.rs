@@ -21,8 +21,9 @@ use mlx_rs::Array;
 use super::forward::{ForwardContext, States};
 use super::kv_layout::RecurrentLayer;
 use crate::error::{EngineError, Result};
+use crate::layers::{FusedLinear, Linear};
 use crate::loading::config::HyperParams;
-use crate::loading::weights::{FusedLinear, Linear, TensorMap};
+use crate::loading::weights::TensorMap;
 
 /// The mixer's sizes, from the config's `linear_*` keys.
 #[derive(Debug, Clone, Copy)]

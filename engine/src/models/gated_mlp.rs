@@ -8,7 +8,8 @@ use super::feed_forward::FeedForward;
 use super::forward::ForwardContext;
 use crate::cpu;
 use crate::error::Result;
-use crate::loading::weights::{FusedLinear, Linear, TensorMap};
+use crate::layers::{FusedLinear, Linear};
+use crate::loading::weights::TensorMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activation {

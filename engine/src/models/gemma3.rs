@@ -16,8 +16,9 @@ use super::kv_store::KvStore;
 use super::lm_head;
 use super::self_attention::SelfAttention;
 use crate::error::{EngineError, Result};
+use crate::layers::{Embedding, Linear};
 use crate::loading::config::{HyperParams, ModelConfig};
-use crate::loading::weights::{Embedding, Linear, TensorMap};
+use crate::loading::weights::TensorMap;
 
 /// What Gemma 3 reads beyond the common hyper-parameters, in config.json
 /// and GGUF spellings (llama.cpp fixes what GGUF files do not carry).

@@ -27,8 +27,9 @@ use super::lm_head;
 use super::self_attention::SelfAttention;
 use super::sparse_moe::{experts_refuse_batch_invariance, ExpertStack};
 use crate::error::{EngineError, Result};
+use crate::layers::{Embedding, Linear};
 use crate::loading::config::{HyperParams, ModelConfig};
-use crate::loading::weights::{Embedding, Linear, TensorMap};
+use crate::loading::weights::TensorMap;
 
 /// The registry's loader (`gemma4_text`, and `gemma4`'s text part).
 pub fn load(

@@ -7,8 +7,9 @@ use mlx_rs::Array;
 
 use super::forward::ForwardContext;
 use crate::error::{EngineError, Result};
+use crate::layers::{Embedding, Linear};
 use crate::loading::config::ModelConfig;
-use crate::loading::weights::{Embedding, Linear, TensorMap};
+use crate::loading::weights::TensorMap;
 
 /// The head named `lm_head`, or the embedding when tied or absent.
 pub fn load(weights: &TensorMap, embed: &Embedding, config: &ModelConfig) -> Result<Linear> {

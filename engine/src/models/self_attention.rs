@@ -9,7 +9,8 @@ use mlx_rs::Array;
 
 use super::forward::{AttentionSpec, ForwardContext};
 use crate::error::Result;
-use crate::loading::weights::{FusedLinear, Linear, TensorMap};
+use crate::layers::{FusedLinear, Linear};
+use crate::loading::weights::TensorMap;
 
 pub struct SelfAttention {
     /// q, k and v projections (and the output gate's) as one matmul.

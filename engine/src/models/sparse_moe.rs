@@ -20,8 +20,9 @@ use super::forward::ForwardContext;
 use super::gated_mlp::{Activation, GatedMlp};
 use crate::cpu::qmm;
 use crate::error::{EngineError, Result};
+use crate::layers::{Linear, QuantizedWeight};
 use crate::loading::config::HyperParams;
-use crate::loading::weights::{Linear, QuantizedWeight, TensorMap};
+use crate::loading::weights::TensorMap;
 
 /// Which layers route and how, from the config.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@ use super::batch_item::BatchItem;
 use super::layout::BatchLayout;
 use super::linear;
 use crate::error::Result;
-use crate::loading::weights::{FusedLinear, Linear};
+use crate::layers::{FusedLinear, Linear};
 use crate::models::kv_store::{KvStore, SlotSet};
 
 /// A recurrent layer's state of some sequences: `(conv, delta)`, `[n, ...]`

@@ -13,7 +13,7 @@ use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
 
 use crate::error::Result;
-use crate::loading::weights::{FusedLinear, Linear};
+use crate::layers::{FusedLinear, Linear};
 
 /// Rows per matmul call in batch-invariant mode (also the query-row block
 /// of fixed-shape attention). Each block reads the weights once, so a pass
