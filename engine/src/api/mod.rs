@@ -6,6 +6,9 @@
 //! context     the served model, ids, reply shapes (body or SSE events)
 //! error       errors with each protocol's body
 //! wire        reading request bodies and required fields
+//! sampling    sampling fields and their ranges, as every protocol sends them
+//! output_format a requested output format (text, JSON, a schema) as a constraint
+//! tool_choice tool_choice in the OpenAI family's shapes (chat, Responses)
 //! openai/     chat completions and completions
 //! anthropic/  Messages (and count_tokens)
 //! responses/  OpenAI Responses
@@ -22,9 +25,12 @@ mod http_server;
 mod ids;
 mod metrics;
 pub mod openai;
+mod output_format;
 mod responses;
+mod sampling;
 mod serve_flags;
 mod thinking;
+mod tool_choice;
 mod wire;
 
 pub use context::{ApiContext, ApiResponse, EventStream, SseEvent};

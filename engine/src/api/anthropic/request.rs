@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::api::error::ApiError;
-use crate::api::openai::request::{output_format, Sampling};
+use crate::api::output_format::output_format;
+use crate::api::sampling::Sampling;
 use crate::api::thinking::Thinking;
 use crate::api::wire::{read_body, string_field};
 use crate::loading::chat_template::{media_kind, media_refused};

@@ -1,14 +1,19 @@
 //! OpenAI chat-completion (and completion) requests as Rust types, and
-//! their reading into the engine's [`GenerationRequest`]: OpenAI's ranges,
-//! `response_format`, `tools` and `tool_choice`.
+//! their reading into the engine's [`GenerationRequest`]: messages, stops,
+//! logprobs, `logit_bias`, `n`, chat's `tools` and `response_format`, the
+//! legacy prompt forms. Fields other protocols share are read once in
+//! `api::{sampling, output_format, tool_choice}`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::api::error::ApiError;
+use crate::api::output_format::output_format;
+use crate::api::sampling::{in_range, Sampling};
 use crate::api::thinking::Thinking;
+use crate::api::tool_choice::tool_choice;
 use crate::api::wire::{integral, present, read_body};
-use crate::runtime::{Constraint, GenerationRequest, Prompt, SamplingParams, ToolChoice, ToolSpec};
+use crate::runtime::{Constraint, GenerationRequest, Prompt, ToolSpec};
 
 /// At most this many stop strings (OpenAI's limit).
 pub const MAX_STOP_STRINGS: usize = 4;
@@ -325,64 +330,6 @@ pub fn validate_messages(messages: &[Value]) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Sampling fields as a protocol sends them; each protocol states its own
-/// temperature ceiling (OpenAI 2, Anthropic 1).
-#[derive(Debug, Clone, Default)]
-pub struct Sampling {
-    pub temperature: Option<f32>,
-    pub top_p: Option<f32>,
-    pub top_k: Option<i64>,
-    pub min_p: Option<f32>,
-    pub repetition_penalty: Option<f32>,
-    pub presence_penalty: Option<f32>,
-    pub frequency_penalty: Option<f32>,
-    pub seed: Option<i64>,
-    pub max_temperature: f32,
-}
-
-impl Sampling {
-    /// Checks every field's range.
-    pub fn read(&self, logit_bias: Vec<(u32, f32)>) -> Result<SamplingParams, ApiError> {
-        let temperature = self.temperature.unwrap_or(1.0);
-        in_range("temperature", temperature, 0.0, self.max_temperature)?;
-        // 0 keeps only the most likely token, as a nucleus of no mass.
-        let top_p = self.top_p.unwrap_or(1.0);
-        in_range("top_p", top_p, 0.0, 1.0)?;
-        let top_k = match self.top_k {
-            None | Some(-1) | Some(0) => 0,
-            Some(k) if k > 0 => k as usize,
-            Some(_) => {
-                return Err(ApiError::invalid_param(
-                    "top_k",
-                    "must be -1, 0 or positive",
-                ))
-            }
-        };
-        let min_p = self.min_p.unwrap_or(0.0);
-        in_range("min_p", min_p, 0.0, 1.0)?;
-        let repetition_penalty = self.repetition_penalty.unwrap_or(1.0);
-        if repetition_penalty <= 0.0 || !repetition_penalty.is_finite() {
-            return Err(ApiError::invalid_param("repetition_penalty", "must be > 0"));
-        }
-        let presence_penalty = self.presence_penalty.unwrap_or(0.0);
-        in_range("presence_penalty", presence_penalty, -2.0, 2.0)?;
-        let frequency_penalty = self.frequency_penalty.unwrap_or(0.0);
-        in_range("frequency_penalty", frequency_penalty, -2.0, 2.0)?;
-        Ok(SamplingParams {
-            temperature,
-            top_p,
-            top_k,
-            min_p,
-            repetition_penalty,
-            presence_penalty,
-            frequency_penalty,
-            logit_bias,
-            seed: self.seed.map(|s| s as u64),
-            ignore_eos: false,
-        })
-    }
-}
-
 fn logit_bias(map: Option<&Map<String, Value>>) -> Result<Vec<(u32, f32)>, ApiError> {
     let Some(map) = map else {
         return Ok(Vec::new());
@@ -428,36 +375,6 @@ pub fn tool_specs(tools: &[Value]) -> Result<Vec<ToolSpec>, ApiError> {
         .collect()
 }
 
-/// `tool_choice`; absent means `auto`. Responses name the function at the
-/// top level (`{"type": "function", "name": ..}`), chat under `function`.
-pub fn tool_choice(choice: Option<&Value>) -> Result<ToolChoice, ApiError> {
-    match choice {
-        None => Ok(ToolChoice::Auto),
-        Some(Value::String(s)) if s == "auto" => Ok(ToolChoice::Auto),
-        Some(Value::String(s)) if s == "none" => Ok(ToolChoice::None),
-        Some(Value::String(s)) if s == "required" => Ok(ToolChoice::Required),
-        Some(choice @ Value::Object(_)) => match choice.get("type").and_then(Value::as_str) {
-            None | Some("function") => choice
-                .pointer("/function/name")
-                .or_else(|| choice.get("name"))
-                .and_then(Value::as_str)
-                .map(|n| ToolChoice::Named(n.to_string()))
-                .ok_or_else(|| ApiError::invalid_param("tool_choice", "needs function.name")),
-            Some(other) => Err(ApiError::invalid_param(
-                "tool_choice.type",
-                format!(
-                    "'{other}' is not supported by this server \
-                     (auto, none, required, or a function by name)"
-                ),
-            )),
-        },
-        Some(other) => Err(ApiError::invalid_param(
-            "tool_choice",
-            format!("unsupported value {other}"),
-        )),
-    }
-}
-
 /// `response_format` (chat) as a constraint.
 fn response_format(format: Option<&Value>) -> Result<Option<Constraint>, ApiError> {
     let Some(format) = format else {
@@ -469,48 +386,6 @@ fn response_format(format: Option<&Value>) -> Result<Option<Constraint>, ApiErro
         format.get("json_schema").and_then(|s| s.get("schema")),
         "response_format.json_schema.schema",
     )
-}
-
-/// A requested output format (`text`, `json_object`, `json_schema` with
-/// its schema) as a constraint; `at` and `schema_at` name the fields in
-/// errors.
-pub fn output_format(
-    format: &Value,
-    at: &str,
-    schema: Option<&Value>,
-    schema_at: &str,
-) -> Result<Option<Constraint>, ApiError> {
-    match format.get("type").and_then(Value::as_str) {
-        Some("text") => Ok(None),
-        Some("json_object") => Ok(Some(Constraint::JsonObject)),
-        Some("json_schema") => {
-            let schema = schema.cloned().ok_or_else(|| {
-                ApiError::invalid_param(schema_at, "is required for type json_schema")
-            })?;
-            if !schema.is_object() && !schema.is_boolean() {
-                return Err(ApiError::invalid_param(
-                    schema_at,
-                    "must be a JSON Schema object",
-                ));
-            }
-            Ok(Some(Constraint::JsonSchema(schema)))
-        }
-        other => Err(ApiError::invalid_param(
-            &format!("{at}.type"),
-            format!("unsupported value {other:?} (text, json_object, json_schema)"),
-        )),
-    }
-}
-
-fn in_range(param: &str, value: f32, lo: f32, hi: f32) -> Result<(), ApiError> {
-    if value.is_finite() && (lo..=hi).contains(&value) {
-        Ok(())
-    } else {
-        Err(ApiError::invalid_param(
-            param,
-            format!("must be in [{lo}, {hi}], got {value}"),
-        ))
-    }
 }
 
 #[cfg(test)]

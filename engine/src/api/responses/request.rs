@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::api::error::ApiError;
-use crate::api::openai::request::{output_format, tool_choice, Sampling};
+use crate::api::output_format::output_format;
+use crate::api::sampling::Sampling;
 use crate::api::thinking::Thinking;
+use crate::api::tool_choice::tool_choice;
 use crate::api::wire::{present, read_body, string_field};
 use crate::loading::chat_template::{media_kind, media_refused};
 use crate::runtime::{GenerationRequest, Prompt, ToolSpec};
