@@ -29,6 +29,30 @@ pub fn host() -> String {
     )
 }
 
+/// What served the run: afm's engine in this process, or not known.
+pub fn engine_version(remote: bool) -> String {
+    if remote {
+        "not known (remote server)".into()
+    } else {
+        format!("afm-engine {}", env!("CARGO_PKG_VERSION"))
+    }
+}
+
+/// A seed from the clock, for runs given none.
+pub fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_secs())
+}
+
+/// The clock's milliseconds: unique per run, to salt prompts so that
+/// nothing an earlier run cached helps this one.
+pub fn clock_millis() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
 pub fn now() -> String {
     chrono::Local::now()
         .format("%Y-%m-%dT%H:%M:%S%z")

@@ -11,10 +11,10 @@ use crate::protocol::dialect::Dialect;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
+use crate::server::{Outgoing, Target};
 use crate::suite::capabilities::Capabilities;
 use crate::suite::filler;
 use crate::suite::{Case, Mode, Scenario, Section, Selection};
-use crate::server::{Outgoing, Target};
 
 /// Settings of one run.
 #[derive(Debug, Clone)]

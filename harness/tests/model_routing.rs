@@ -5,79 +5,13 @@
 //! `--model`, and fails with a wrong `--model`; the report shows the model
 //! the server served.
 
+mod support;
+
 use std::path::PathBuf;
 use std::process::Command;
 
-use axum::body::Bytes;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde_json::{json, Value};
-
-const SERVED: &str = "served-name";
-
-async fn models() -> Json<Value> {
-    Json(json!({"object": "list", "data": [{"id": SERVED, "object": "model", "owned_by": "test"}]}))
-}
-
-/// A canned reply, whole or streamed, to a request naming `SERVED`.
-async fn chat(body: Bytes) -> Response {
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if request["model"] != SERVED {
-        let message = format!("The model `{}` does not exist.", request["model"]);
-        let error = json!({"error": {"message": message, "type": "NotFoundError", "param": "model", "code": 404}});
-        return (StatusCode::NOT_FOUND, Json(error)).into_response();
-    }
-    let usage = json!({"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12});
-    if request["stream"] != true {
-        return Json(json!({
-            "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": SERVED,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello there."},
-                         "finish_reason": "stop"}],
-            "usage": usage,
-        }))
-        .into_response();
-    }
-    let chunk = |delta: Value, finish: Value| {
-        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": SERVED,
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    };
-    let mut events = vec![
-        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
-        chunk(json!({"content": "Hello there."}), Value::Null),
-        chunk(json!({}), json!("stop")),
-    ];
-    if request.pointer("/stream_options/include_usage") == Some(&json!(true)) {
-        events.push(
-            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
-                           "model": SERVED, "choices": [], "usage": usage}),
-        );
-    }
-    let mut text: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
-    text.push_str("data: [DONE]\n\n");
-    ([("content-type", "text/event-stream")], text).into_response()
-}
-
-fn start_server() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let app = Router::new()
-                .route("/v1/models", get(models))
-                .route("/v1/chat/completions", post(chat));
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    format!("http://{addr}")
-}
+use serde_json::Value;
+use support::routing_double::{self, SERVED};
 
 /// `afm-test run --tier smoke --section preflight --url URL ARGS...`:
 /// its exit code and report.
@@ -128,7 +62,7 @@ fn statuses(report: &Value) -> Vec<(String, String)> {
 
 #[test]
 fn a_server_that_routes_by_model_passes_preflight_with_url_alone_and_with_model() {
-    let url = start_server();
+    let url = routing_double::start();
     for (name, extra) in [("listed", vec![]), ("named", vec!["--model", SERVED])] {
         let (code, report, log) = afm_test(&url, name, &extra);
         assert_eq!(code, Some(0), "{name}: {log}");

@@ -37,6 +37,26 @@ impl Shape {
         }
     }
 
+    /// The same kind of level at load `x` (users, or requests/s without
+    /// a ramp): the levels an SLO search probes.
+    pub fn at_load(self, x: f64) -> Shape {
+        match self {
+            Shape::Closed { .. } => Shape::Closed {
+                concurrency: x.round().max(1.0) as usize,
+            },
+            Shape::Open {
+                burstiness,
+                max_concurrency,
+                ..
+            } => Shape::Open {
+                rate: x,
+                burstiness,
+                max_concurrency,
+                ramp: None,
+            },
+        }
+    }
+
     pub fn label(&self) -> String {
         match *self {
             Shape::Closed { concurrency } => format!("concurrency {concurrency}"),

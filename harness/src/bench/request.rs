@@ -31,6 +31,13 @@ impl Endpoint {
         }
     }
 
+    /// Its name as `--endpoint` takes it.
+    pub fn name(self) -> String {
+        use clap::ValueEnum as _;
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
+    }
+
     /// Whether the endpoint can ask for a JSON schema.
     pub fn takes_schema(self) -> bool {
         self != Endpoint::Completions

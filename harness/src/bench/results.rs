@@ -178,6 +178,23 @@ pub struct LevelResult {
 }
 
 impl LevelResult {
+    /// One line for the console as the level ends.
+    pub fn headline(&self) -> String {
+        format!(
+            "  {}: {}/{} served, {} corrupted, {:.1} output tok/s{}",
+            self.label,
+            self.requests - self.errors,
+            self.requests,
+            self.corrupted,
+            self.output_tokens_per_s,
+            self.goodput.map_or(String::new(), |g| format!(
+                ", correct goodput {:.2}/s ({:.0}%)",
+                g.correct_good_per_s,
+                100.0 * g.correct_good_share
+            ))
+        )
+    }
+
     pub fn of(
         shape: Shape,
         runs: &[LevelRun],

@@ -38,6 +38,11 @@ struct File {
 }
 
 impl KnownFailures {
+    /// The file's entries, or none when no file is given.
+    pub fn read_or_default(path: Option<&Path>) -> Result<Self> {
+        path.map_or_else(|| Ok(Self::default()), Self::read)
+    }
+
     pub fn read(path: &Path) -> Result<Self> {
         let file: File = crate::toml_input::read(path, "known failures")?;
         Ok(KnownFailures {

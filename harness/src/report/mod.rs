@@ -7,6 +7,7 @@ pub mod html;
 pub mod junit;
 pub mod known_failures;
 pub mod matrix;
+pub mod summary;
 
 use std::path::Path;
 
@@ -214,6 +215,42 @@ impl Report {
         write_json(path, self)
     }
 
+    /// The console's account of a run: each failed case with its failed
+    /// checks, then one line of counts naming the report file.
+    pub fn text(&self, json_path: &Path) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for c in self.cases.iter().filter(|c| c.status.failed()) {
+            let known = c.known_issue.as_ref();
+            let known = known.map(|k| format!("  [known: {k}]")).unwrap_or_default();
+            let status = c.status.as_str().to_uppercase();
+            let _ = writeln!(out, "{status:<5} {}  {}{known}", c.id, c.name);
+            for f in &c.failures {
+                let _ = writeln!(
+                    out,
+                    "      {}: expected {}; got {}",
+                    f.check, f.expected, f.actual
+                );
+            }
+            if let Some(reason) = &c.reason {
+                let _ = writeln!(out, "      {reason}");
+            }
+        }
+        let s = self.summary;
+        let _ = writeln!(
+            out,
+            "afm-test: {} passed, {} failed ({} known), {} errors, {} skipped in {:.1} s; {}",
+            s.pass,
+            s.fail,
+            s.known,
+            s.error,
+            s.skip,
+            self.run.wall_seconds,
+            json_path.display()
+        );
+        out
+    }
+
     /// Failures not attributed to a known issue.
     pub fn unexplained_failures(&self) -> usize {
         self.cases
@@ -242,6 +279,11 @@ pub fn read_versioned<T: DeserializeOwned>(
         path.display()
     );
     Ok(report)
+}
+
+/// Writes a text file (a page, a summary), naming it in the error.
+pub fn write_text(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Writes a report as pretty JSON.

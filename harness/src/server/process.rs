@@ -80,6 +80,10 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
+        // Exited on its own (and reaped): there is no group left to stop.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         let group = format!("-{}", self.child.id());
         let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::dialect::Dialect;
-use crate::suite::checks::CheckSpec;
 use crate::server::Auth;
+use crate::suite::checks::CheckSpec;
 
 /// How much of the suites a run covers; each tier includes the ones below.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -150,6 +150,48 @@ pub struct Section {
 }
 
 /// Every section under `dir`, sorted by file name; ids must be unique.
+/// `afm-test list`: each section's cases of `tier` with their tier,
+/// name, required capabilities and seed reports, and the count.
+pub fn listing(sections: &[Section], tier: Tier) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut n = 0;
+    for s in sections {
+        let cases: Vec<_> = s.cases.iter().filter(|c| c.tier <= tier).collect();
+        if !cases.is_empty() {
+            let _ = writeln!(out, "{} — {}", s.section, s.title);
+        }
+        for c in cases {
+            n += 1;
+            let mut extra = Vec::new();
+            if !c.requires.is_empty() {
+                extra.push(format!("requires {}", c.requires.join(",")));
+            }
+            if !c.seeds.is_empty() {
+                extra.push(format!("seeds {}", c.seeds.join(",")));
+            }
+            let extra = match extra.is_empty() {
+                true => String::new(),
+                false => format!("  [{}]", extra.join("; ")),
+            };
+            let tier = format!("{:?}", c.tier).to_lowercase();
+            let _ = writeln!(out, "  {:<40} {tier:<9} {}{extra}", c.id, c.name);
+        }
+    }
+    let _ = writeln!(out, "{n} cases");
+    out
+}
+
+/// The suites: `dir`, else `./suites` when there is one (a checkout),
+/// else the ones built into this binary.
+pub fn load(dir: Option<&Path>) -> Result<Vec<Section>> {
+    match dir {
+        Some(dir) => load_dir(dir),
+        None if Path::new("suites").is_dir() => load_dir(Path::new("suites")),
+        None => load_embedded(),
+    }
+}
+
 pub fn load_dir(dir: &Path) -> Result<Vec<Section>> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .with_context(|| format!("reading suites from {}", dir.display()))?
@@ -168,7 +210,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Section>> {
             Ok((f.display().to_string(), text))
         })
         .collect::<Result<Vec<_>>>()?;
-    load(&texts)
+    parse_all(&texts)
 }
 
 mod embedded {
@@ -182,11 +224,11 @@ pub fn load_embedded() -> Result<Vec<Section>> {
         .iter()
         .map(|(name, text)| (format!("{name} (built in)"), text.to_string()))
         .collect();
-    load(&texts)
+    parse_all(&texts)
 }
 
 /// Sections from (name, TOML text) pairs, in order; case ids unique.
-fn load(files: &[(String, String)]) -> Result<Vec<Section>> {
+fn parse_all(files: &[(String, String)]) -> Result<Vec<Section>> {
     let mut sections = Vec::new();
     let mut ids = BTreeSet::new();
     for (f, text) in files {
@@ -235,6 +277,15 @@ impl Selection {
         case.tier <= self.tier
             && (self.sections.is_empty() || self.sections.contains(&section.section))
             && (self.cases.is_empty() || self.cases.contains(&case.id))
+    }
+
+    /// How many cases of `sections` it selects.
+    pub fn count(&self, sections: &[Section]) -> usize {
+        sections
+            .iter()
+            .flat_map(|s| s.cases.iter().map(move |c| (s, c)))
+            .filter(|(s, c)| self.includes(s, c))
+            .count()
     }
 }
 

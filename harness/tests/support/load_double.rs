@@ -113,3 +113,21 @@ async fn chat(State(d): State<Arc<Double>>, Path(mode): Path<String>, body: Byte
         .body(Body::from_stream(done))
         .unwrap()
 }
+
+/// [`start`] from a thread of its own, for tests without a runtime (the
+/// runs build theirs); the double serves until the process ends.
+pub fn start_in_thread() -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            tx.send(start().await).unwrap();
+            std::future::pending::<()>().await
+        });
+    });
+    rx.recv().unwrap()
+}

@@ -7,3 +7,6 @@ pub mod faulty_server;
 
 #[allow(dead_code)]
 pub mod load_double;
+
+#[allow(dead_code)]
+pub mod routing_double;

@@ -1,0 +1,333 @@
+//! A bench run: each variant of the scenario against its target, each
+//! load level warmed up, played, its replies checked (and replayed alone
+//! where asked), and the results written (bench.json, bench.html,
+//! requests.jsonl) and returned.
+
+pub mod args;
+pub mod scenario;
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use self::args::BenchArgs;
+use self::scenario::VariantSpec;
+use super::Observer;
+use crate::bench::arrivals::{Bound, Shape};
+use crate::bench::dataset::builtin::Workload;
+use crate::bench::dataset::synthetic::Vocabulary;
+use crate::bench::dataset::trace::Trace;
+use crate::bench::dataset::{Dataset, Source};
+use crate::bench::goodput::Slo;
+use crate::bench::load::Player;
+use crate::bench::request::RequestSettings;
+use crate::bench::results::{BenchReport, BenchRun, LevelResult, Search, Variant};
+use crate::bench::tokens::TokenCounter;
+use crate::bench::{alone, page, records, search, server_metrics};
+use crate::report::{html, write_text};
+use crate::run_info;
+use crate::server::Target;
+
+/// Measures every variant and level of `args` and writes the results into
+/// `args.out`.
+pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport> {
+    let started = Instant::now();
+    let started_at = run_info::now();
+    args.validate()?;
+    let slo = Slo::parse(&args.goodput).map_err(anyhow::Error::msg)?;
+    html::check_templates()?;
+    let remote = args.target.remote();
+    let concurrent = args.concurrency.iter().copied().max().unwrap_or(8).max(8);
+    let specs = scenario::variants(args.scenario, !remote, concurrent, args.deterministic)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut records = match args.save_requests {
+        true => Some(records::create(&args.out.join("requests.jsonl"))?),
+        false => None,
+    };
+    let log = args.out.join("server.log");
+    // A server is opened once for every variant; the engine once per
+    // variant, since variants switch its settings.
+    let server = match remote {
+        true => Some(runtime.block_on(args.target.open(&[], None, &log, true))?),
+        false => None,
+    };
+    if let Some(process) = server.as_ref().and_then(|o| o.server.as_ref()) {
+        observer.note(&format!(
+            "started `{}` (log {})",
+            process.command,
+            log.display()
+        ));
+    }
+    let user_flags: Vec<String> = args
+        .server_flags
+        .as_deref()
+        .map(|f| f.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut variants = Vec::new();
+    let (mut model, mut prompts, mut label) = (String::new(), String::new(), String::new());
+    for (vi, spec) in specs.iter().enumerate() {
+        let engine = match &server {
+            Some(_) => None,
+            None => {
+                Some(runtime.block_on(args.target.open(&spec.engine_flags, None, &log, true))?)
+            }
+        };
+        let opened = server.as_ref().or(engine.as_ref()).expect("a target");
+        if let Some(reason) = &opened.refused {
+            observer.note(&format!("{reason}; running without --deterministic"));
+        }
+        let flags = match opened.flags.is_empty() {
+            true => user_flags.clone(),
+            false => opened.flags.clone(),
+        };
+        let target = opened.target.clone();
+        model = target
+            .model()
+            .context("the target names no model")?
+            .to_string();
+        label.clone_from(&opened.label);
+        let dataset = Arc::new(runtime.block_on(dataset_of(args, &target, &model, &*observer))?);
+        prompts = dataset.describe();
+        observer.note(&format!(
+            "{} on {} ({prompts})",
+            spec.name,
+            target.describe()
+        ));
+        let levels = Levels {
+            args,
+            runtime: &runtime,
+            player: Arc::new(player(args, spec, target, dataset, &model)),
+            slo: &slo,
+            enforce_alone: args.batch_invariant
+                || (!remote && flags.iter().any(|f| f == "--deterministic")),
+            salt: format!("{}-{vi}", run_info::clock_millis()),
+            variant: &spec.name,
+            observer: &*observer,
+        };
+        let (levels, search) = levels.measure_all(&mut records)?;
+        variants.push(Variant {
+            name: spec.name.clone(),
+            server_flags: flags,
+            levels,
+            search,
+        });
+        // The engine of this variant stops before the next one starts.
+        drop(engine);
+    }
+    drop(server);
+    if let Some(out) = records.as_mut() {
+        out.flush()?;
+    }
+    let run = BenchRun {
+        target: label,
+        model,
+        server_flags: variants
+            .first()
+            .map(|v| v.server_flags.clone())
+            .unwrap_or_default(),
+        engine_version: run_info::engine_version(remote),
+        git_commit: run_info::git_commit(),
+        host: run_info::host(),
+        hardware: run_info::hardware(),
+        started: started_at,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        scenario: args.scenario.name(),
+        prompts,
+        requests: args.bound().requests,
+        duration_s: args.bound().duration_s,
+        max_tokens: args.max_tokens,
+        warmup: args.warmup,
+        repetitions: args.repetitions,
+        endpoint: args.endpoint.name(),
+        slo: slo.to_string(),
+        verified: !args.no_verify,
+        schema_share: args.schema_share,
+        percentiles: args.percentiles.clone(),
+        tolerated: args.tolerate.clone(),
+    };
+    let report = BenchReport::new(run, variants);
+    report.write(&args.out.join("bench.json"))?;
+    write_text(&args.out.join("bench.html"), &page::render(&report)?)?;
+    Ok(report)
+}
+
+/// What a variant sends and checks.
+fn player(
+    args: &BenchArgs,
+    spec: &VariantSpec,
+    target: Target,
+    dataset: Arc<Dataset>,
+    model: &str,
+) -> Player {
+    Player {
+        target,
+        dataset,
+        settings: RequestSettings {
+            endpoint: args.endpoint,
+            model: model.to_string(),
+            temperature: args.temperature,
+            ignore_eos: args.ignore_eos,
+            extra: spec.extra.clone(),
+        },
+        max_tokens: args.max_tokens,
+        verify: !args.no_verify,
+        tolerate: args.tolerate.clone(),
+        schema_share: args.schema_share,
+        think_s: args.think_time,
+        seed: args.seed,
+    }
+}
+
+/// The levels of one variant.
+struct Levels<'a> {
+    args: &'a BenchArgs,
+    runtime: &'a tokio::runtime::Runtime,
+    player: Arc<Player>,
+    slo: &'a Slo,
+    /// A reply that differs alone is a failure, not a figure.
+    enforce_alone: bool,
+    /// Unique per run and variant, so nothing an earlier run cached helps.
+    salt: String,
+    variant: &'a str,
+    observer: &'a dyn Observer,
+}
+
+type Records = Option<std::io::BufWriter<std::fs::File>>;
+
+impl Levels<'_> {
+    /// Every level of the run's shapes, or the levels an SLO search
+    /// probes (sorted by load) with the search's outcome.
+    fn measure_all(&self, records: &mut Records) -> Result<(Vec<LevelResult>, Option<Search>)> {
+        let all = self.args.shapes();
+        let mut levels = Vec::new();
+        let Some(pct) = self.args.slo_search else {
+            for (k, shape) in all.into_iter().enumerate() {
+                levels.push(self.measure(shape, &k.to_string(), records)?);
+            }
+            return Ok((levels, None));
+        };
+        let first = all[0];
+        let start = all.iter().map(|s| s.x()).fold(f64::MAX, f64::min);
+        let integer = matches!(first, Shape::Closed { .. });
+        let mut k = 0;
+        let found = search::search(start, integer, self.args.search_steps, pct / 100.0, |x| {
+            k += 1;
+            let level = self.measure(first.at_load(x), &format!("search-{k}"), records)?;
+            let share = level.goodput.map_or(0.0, |g| g.correct_good_share);
+            levels.push(level);
+            Ok(share)
+        })?;
+        levels.sort_by(|a, b| a.x.total_cmp(&b.x));
+        Ok((levels, Some(found)))
+    }
+
+    /// One level: a warm-up at its load, its repetitions (the first
+    /// replayed alone where asked), the server's counters around them.
+    fn measure(&self, shape: Shape, tag: &str, records: &mut Records) -> Result<LevelResult> {
+        let (args, rt, player) = (self.args, self.runtime, &self.player);
+        if args.warmup > 0 {
+            let users = match shape {
+                Shape::Closed { concurrency } => concurrency,
+                Shape::Open {
+                    max_concurrency, ..
+                } => max_concurrency.unwrap_or(4),
+            };
+            let warm = rt.block_on(player.play(
+                Shape::Closed {
+                    concurrency: users.min(args.warmup),
+                },
+                Bound {
+                    requests: Some(args.warmup),
+                    duration_s: None,
+                },
+                &format!("{}-warmup-{tag}", self.salt),
+            ));
+            if let Some(e) = warm.samples.iter().find_map(|s| s.error.clone()) {
+                self.observer
+                    .note(&format!("warning: a warm-up request failed: {e}"));
+            }
+        }
+        let before = rt.block_on(server_metrics::scrape(&player.target));
+        let mut runs = Vec::new();
+        for rep in 0..args.repetitions {
+            let salt = format!("{}-{tag}-{rep}", self.salt);
+            let mut run = rt.block_on(player.play(shape, args.bound(), &salt));
+            if rep == 0 && args.verify_alone > 0 {
+                rt.block_on(alone::replay(
+                    &player.target,
+                    args.endpoint.path(),
+                    &mut run,
+                    args.verify_alone,
+                    args.temperature,
+                    self.enforce_alone,
+                ));
+            }
+            if let Some(out) = records.as_mut() {
+                records::write(out, self.variant, &shape.label(), rep, &run.samples)?;
+            }
+            runs.push(run);
+        }
+        let after = rt.block_on(server_metrics::scrape(&player.target));
+        let server = before
+            .zip(after)
+            .map(|(b, a)| server_metrics::delta(&b, &a));
+        let mut level = LevelResult::of(shape, &runs, server, self.slo, &args.percentiles);
+        if args.verify_alone > 0 {
+            level.alone = Some(alone::figures(&runs[0], self.enforce_alone));
+        }
+        self.observer.note(&level.headline());
+        Ok(level)
+    }
+}
+
+/// The run's prompts: a trace, synthetic token-sized prompts, or a
+/// built-in set or file.
+async fn dataset_of(
+    args: &BenchArgs,
+    target: &Target,
+    model: &str,
+    observer: &dyn Observer,
+) -> Result<Dataset> {
+    let needs_tokens = args.input_len.is_some() || args.trace.is_some();
+    let vocabulary = if needs_tokens {
+        let counter = TokenCounter::probe(target, model, args.tokenizer.as_deref()).await?;
+        let v = Vocabulary::probe(&counter).await?;
+        observer.note(&format!(
+            "prompt tokens counted with {} ({} one-token words)",
+            counter.describe(),
+            v.len()
+        ));
+        Some(v)
+    } else {
+        None
+    };
+    let source = if let Some(path) = &args.trace {
+        Source::Trace(Trace::read(
+            path,
+            vocabulary.as_ref(),
+            args.trace_block_size,
+        )?)
+    } else if let (Some(input_len), Some(vocabulary)) = (args.input_len, vocabulary) {
+        Source::Synthetic {
+            vocabulary,
+            input_len,
+            prefix_len: args.prefix_len,
+        }
+    } else {
+        Source::Builtin(Workload::new(args.prompts())?)
+    };
+    Ok(Dataset {
+        source,
+        turns: args.turns,
+        output_len: args.output_len,
+        range_ratio: args.range_ratio,
+        seed: args.seed,
+    })
+}

@@ -1,0 +1,233 @@
+//! A conformance run: the suites' selected cases against one target, the
+//! target's capabilities probed first, and the report written (JSON,
+//! HTML, JUnit, Markdown summary) and returned.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use super::target::TargetArgs;
+use super::Observer;
+use crate::report::known_failures::KnownFailures;
+use crate::report::{html, junit, summary};
+use crate::report::{write_text, Report, RunInfo};
+use crate::run_info;
+use crate::runner::{self, RunOptions};
+use crate::suite::profile::Profile;
+use crate::suite::{self, Selection, Tier};
+
+/// One conformance run's settings (afm-test's flags).
+#[derive(Args, Clone, Debug)]
+pub struct ConformanceArgs {
+    #[arg(long, default_value = "standard")]
+    pub tier: Tier,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Only these sections (repeatable).
+    #[arg(long = "section")]
+    pub sections: Vec<String>,
+    /// Only these case ids (repeatable).
+    #[arg(long = "case")]
+    pub cases: Vec<String>,
+    /// Where report.json and report.html go.
+    #[arg(long, default_value = "afm-test-report")]
+    pub out: PathBuf,
+    /// Also write the results as JUnit XML.
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// Also write a Markdown summary (for `$GITHUB_STEP_SUMMARY` or a
+    /// pull-request comment).
+    #[arg(long)]
+    pub summary: Option<PathBuf>,
+    /// Attributes failures to known issues (they do not fail the run).
+    #[arg(long)]
+    pub known_failures: Option<PathBuf>,
+    /// Cases run at the same time.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// The `seed` of requests that set none (nonces stay unique per run).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Suite folder (default: ./suites when there is one, else the suites
+    /// built into this binary).
+    #[arg(long)]
+    pub suites: Option<PathBuf>,
+    /// Treat a capability as present without probing (repeatable).
+    #[arg(long = "assume")]
+    pub assume: Vec<String>,
+    /// Treat a capability as absent: its cases skip (repeatable;
+    /// `NAME=REASON` records why).
+    #[arg(long = "assume-absent")]
+    pub assume_absent: Vec<String>,
+    /// A target profile (TOML: `assume`, `[absent]` with reasons).
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// In-process engine: a chat template file replacing the model's.
+    #[arg(long)]
+    pub chat_template: Option<PathBuf>,
+    /// In-process engine: batch-invariant decoding (the determinism cases
+    /// hold only with it; `--deterministic false` measures the fast mode).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub deterministic: bool,
+}
+
+impl ConformanceArgs {
+    /// The settings of a run of `tier` against `target`, all else default.
+    pub fn new(tier: Tier, target: TargetArgs, out: PathBuf) -> Self {
+        ConformanceArgs {
+            tier,
+            target,
+            sections: Vec::new(),
+            cases: Vec::new(),
+            out,
+            junit: None,
+            summary: None,
+            known_failures: None,
+            concurrency: 1,
+            seed: None,
+            suites: None,
+            assume: Vec::new(),
+            assume_absent: Vec::new(),
+            profile: None,
+            chat_template: None,
+            deterministic: true,
+        }
+    }
+
+    /// The in-process engine's afm-serve flags: every other setting is a
+    /// flagless afm-serve's.
+    fn engine_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if self.deterministic {
+            flags.push("--deterministic".to_string());
+        }
+        if let Some(p) = &self.chat_template {
+            flags.push("--chat-template".into());
+            flags.push(p.display().to_string());
+        }
+        flags
+    }
+}
+
+/// Runs the selected cases against the target and writes the report's
+/// files into `args.out` (and `--junit`, `--summary`).
+pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report> {
+    let started = Instant::now();
+    let started_at = run_info::now();
+    html::check_templates()?;
+    let sections = suite::load(args.suites.as_deref())?;
+    let known = KnownFailures::read_or_default(args.known_failures.as_deref())?;
+    let mut profile = match &args.profile {
+        Some(p) => Profile::read(p)?,
+        None => Profile::default(),
+    }
+    .with_flags(&args.assume, &args.assume_absent)?;
+    let remote = args.target.remote();
+    if remote && args.chat_template.is_some() {
+        bail!("--chat-template is for the in-process engine; give the server its own");
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let seed = args.seed.unwrap_or_else(run_info::clock_seed);
+    let selection = Selection {
+        tier: args.tier,
+        sections: args.sections.clone(),
+        cases: args.cases.clone(),
+    };
+    let selected = selection.count(&sections);
+    if selected == 0 {
+        bail!("no case matches the tier, --section and --case given");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+
+    // A key, so the security cases check afm-serve's key handling too.
+    let engine_key = format!("afm-test-{:x}", runner::run_nonce());
+    let log = args.out.join("server.log");
+    let opened =
+        runtime.block_on(
+            args.target
+                .open(&args.engine_flags(), Some(engine_key), &log, false),
+        )?;
+    if let Some(process) = &opened.server {
+        observer.note(&format!(
+            "started `{}` (log {})",
+            process.command,
+            log.display()
+        ));
+    }
+    // A model that cannot promise batch invariance says why; the cases that
+    // need it skip with that reason.
+    if let Some(reason) = &opened.refused {
+        observer.note(&format!("{reason}; running without --deterministic"));
+        profile
+            .absent
+            .insert("batch_invariance".into(), reason.clone());
+    }
+    let target = opened.target;
+    let requested_model = target.model().map(str::to_string);
+    let nonce = runner::run_nonce();
+    observer.note(&format!("{selected} cases against {}", target.describe()));
+    let capabilities =
+        runtime.block_on(profile.capabilities().probe(&target, &format!("{nonce:x}")));
+    observer.cases_planned(selected);
+    let options = RunOptions {
+        selection,
+        concurrency: args.concurrency,
+        seed,
+        nonce,
+    };
+    let reporter = observer.clone();
+    let results = runtime.block_on(runner::run(
+        &target,
+        &sections,
+        &capabilities,
+        &options,
+        move |r| reporter.case_done(r),
+    ));
+    // The engine or the server stops before the report is written.
+    drop(target);
+    drop(opened.server);
+
+    let info = RunInfo {
+        target: opened.label,
+        model: capabilities
+            .served_model
+            .clone()
+            .or_else(|| requested_model.clone())
+            .unwrap_or_else(|| "the server's default".into()),
+        requested_model,
+        server_flags: opened.flags,
+        engine_version: run_info::engine_version(remote),
+        git_commit: run_info::git_commit(),
+        host: run_info::host(),
+        started: started_at,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        tier: Some(args.tier),
+        seed,
+        capabilities,
+    };
+    let mut report = Report::new(info, results);
+    known.annotate(&mut report);
+    write(&report, args)?;
+    Ok(report)
+}
+
+/// The report's files: report.json and report.html in `out`, and the
+/// JUnit and Markdown files where asked.
+fn write(report: &Report, args: &ConformanceArgs) -> Result<()> {
+    report.write(&args.out.join("report.json"))?;
+    write_text(&args.out.join("report.html"), &html::render_report(report)?)?;
+    if let Some(p) = &args.junit {
+        write_text(p, &junit::render(report))?;
+    }
+    if let Some(p) = &args.summary {
+        write_text(p, &summary::of_report(report))?;
+    }
+    Ok(())
+}

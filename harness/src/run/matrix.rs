@@ -1,0 +1,56 @@
+//! `afm-test matrix FILE`: each target of the file run as its own
+//! conformance run into its own folder, then one report with a column per
+//! target (matrix.json, matrix.html).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use super::conformance::{self, ConformanceArgs};
+use super::target::TargetArgs;
+use super::Observer;
+use crate::report::matrix::{Matrix, MatrixFile};
+use crate::report::{html, write_text, Report};
+use crate::suite::Tier;
+
+/// The matrix and each column's own report.
+pub struct MatrixRun {
+    pub matrix: Matrix,
+    pub columns: Vec<(String, Report)>,
+}
+
+/// Runs every target of `file`, each into `out/NAME`, and writes the
+/// combined report into `out`.
+pub fn run(file: &Path, out: &Path, observer: Arc<dyn Observer>) -> Result<MatrixRun> {
+    let plan = MatrixFile::read(file)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut columns = Vec::new();
+    for t in &plan.targets {
+        observer.note(&format!("matrix: {}", t.name));
+        let target = TargetArgs {
+            model: t.model.clone(),
+            url: t.url.clone(),
+            server: t.server.clone(),
+            api_key: t.api_key.clone(),
+            ..TargetArgs::default()
+        };
+        let tier = t.tier.or(plan.tier).unwrap_or(Tier::Standard);
+        let args = ConformanceArgs {
+            sections: plan.sections.clone(),
+            known_failures: t.known_failures.clone(),
+            seed: plan.seed,
+            suites: plan.suites.clone(),
+            profile: t.profile.clone(),
+            chat_template: t.chat_template.clone(),
+            deterministic: t.deterministic.unwrap_or(true),
+            ..ConformanceArgs::new(tier, target, out.join(&t.name))
+        };
+        let report = conformance::run(&args, observer.clone())?;
+        columns.push((t.name.clone(), report));
+    }
+    let matrix = Matrix::new(&columns);
+    matrix.write(out)?;
+    write_text(&out.join("matrix.html"), &html::render_matrix(&matrix)?)?;
+    Ok(MatrixRun { matrix, columns })
+}

@@ -1,0 +1,171 @@
+//! The two runs as library calls, against test doubles (no engine, no
+//! server process): a conformance run writes its report files and tells
+//! a served model from a wrong one; a matrix sets two runs side by side;
+//! a bench run counts cross-talk as corrupted and writes its results.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use afm_harness::report::{CaseResult, Status};
+use afm_harness::run::bench::args::BenchArgs;
+use afm_harness::run::conformance::{self, ConformanceArgs};
+use afm_harness::run::target::TargetArgs;
+use afm_harness::run::{bench, matrix, Observer, Quiet};
+use afm_harness::suite::Tier;
+use clap::Parser;
+use support::{load_double, routing_double};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("afm-runs-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Remembers what a run told it.
+#[derive(Default)]
+struct Seen {
+    planned: Mutex<usize>,
+    done: Mutex<Vec<String>>,
+}
+
+impl Observer for Seen {
+    fn cases_planned(&self, cases: usize) {
+        *self.planned.lock().unwrap() = cases;
+    }
+    fn case_done(&self, r: &CaseResult) {
+        self.done.lock().unwrap().push(r.id.clone());
+    }
+}
+
+fn preflight(url: &str, model: Option<&str>, out: PathBuf) -> ConformanceArgs {
+    let target = TargetArgs {
+        url: Some(url.into()),
+        model: model.map(str::to_string),
+        ..TargetArgs::default()
+    };
+    ConformanceArgs {
+        sections: vec!["preflight".into()],
+        ..ConformanceArgs::new(Tier::Smoke, target, out)
+    }
+}
+
+#[test]
+fn a_conformance_run_returns_its_report_and_writes_every_file() {
+    let url = routing_double::start();
+    let out = scratch("conformance");
+    let args = ConformanceArgs {
+        junit: Some(out.join("junit.xml")),
+        summary: Some(out.join("summary.md")),
+        ..preflight(&url, None, out.clone())
+    };
+    let seen = Arc::new(Seen::default());
+    let report = conformance::run(&args, seen.clone()).unwrap();
+    assert_eq!(report.cases.len(), 3);
+    assert!(report.cases.iter().all(|c| c.status == Status::Pass));
+    assert_eq!(report.run.model, routing_double::SERVED);
+    assert_eq!(report.run.target, url);
+    assert_eq!(*seen.planned.lock().unwrap(), 3);
+    assert_eq!(seen.done.lock().unwrap().len(), 3);
+    for file in ["report.json", "report.html", "junit.xml", "summary.md"] {
+        assert!(out.join(file).is_file(), "{file}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_wrong_model_fails_the_cases_and_a_matrix_shows_both_columns() {
+    let url = routing_double::start();
+    let out = scratch("wrong");
+    let report = conformance::run(
+        &preflight(&url, Some("other"), out.clone()),
+        Arc::new(Quiet),
+    );
+    let report = report.unwrap();
+    assert!(report.unexplained_failures() >= 2, "{:?}", report.summary);
+
+    let file = out.join("matrix.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "tier = \"smoke\"\nsections = [\"preflight\"]\n\
+             [[target]]\nname = \"right\"\nurl = \"{url}\"\n\
+             [[target]]\nname = \"wrong\"\nurl = \"{url}\"\nmodel = \"other\"\n"
+        ),
+    )
+    .unwrap();
+    let m = matrix::run(&file, &out.join("matrix"), Arc::new(Quiet)).unwrap();
+    let names: Vec<&str> = m.columns.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["right", "wrong"]);
+    assert_eq!(m.columns[0].1.unexplained_failures(), 0);
+    assert!(m.columns[1].1.unexplained_failures() >= 2);
+    assert!(out.join("matrix/matrix.html").is_file());
+    assert!(out.join("matrix/wrong/report.json").is_file());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+fn bench_args(url: &str, out: &std::path::Path, extra: &[&str]) -> BenchArgs {
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+    let out = out.display().to_string();
+    let mut argv = vec![
+        "afm-bench",
+        "--url",
+        url,
+        "--model",
+        "double",
+        "--out",
+        &out,
+    ];
+    argv.extend(["--warmup", "0", "--requests", "16"]);
+    argv.extend(extra);
+    Cli::try_parse_from(argv).unwrap().args
+}
+
+#[test]
+fn a_bench_run_counts_cross_talk_as_corrupted_and_writes_its_results() {
+    let base = load_double::start_in_thread();
+    let out = scratch("bench");
+    let levels = ["--concurrency", "1,4", "--save-requests"];
+    let clean = bench::run(
+        &bench_args(&format!("{base}/clean"), &out, &levels),
+        Arc::new(Quiet),
+    );
+    let clean = clean.unwrap();
+    let got: Vec<(usize, usize)> = clean.variants[0]
+        .levels
+        .iter()
+        .map(|l| (l.requests, l.corrupted))
+        .collect();
+    assert_eq!(got, [(16, 0), (16, 0)]);
+    assert_eq!(clean.run.target, format!("{base}/clean"));
+    for file in ["bench.json", "bench.html", "requests.jsonl"] {
+        assert!(out.join(file).is_file(), "{file}");
+    }
+    let args = bench_args(&format!("{base}/cross_talk"), &out, &["--concurrency", "4"]);
+    let crossed = bench::run(&args, Arc::new(Quiet)).unwrap();
+    let level = &crossed.variants[0].levels[0];
+    assert_eq!(level.errors, 0);
+    assert!(level.corrupted >= 8, "{} corrupted", level.corrupted);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_bench_run_refuses_impossible_settings_before_it_sends() {
+    let out = scratch("refused");
+    // Nothing listens there: the refusal comes first.
+    for (extra, flag) in [
+        (vec!["--schema-share", "2"], "--schema-share"),
+        (vec!["--slo-search", "90"], "--goodput"),
+        (vec!["--scenario", "prefix-cache"], "in-process only"),
+    ] {
+        let args = bench_args("http://127.0.0.1:9", &out, &extra);
+        let err = bench::run(&args, Arc::new(Quiet)).unwrap_err().to_string();
+        assert!(err.contains(flag), "{extra:?}: {err}");
+    }
+    assert!(!out.join("bench.json").exists());
+}
