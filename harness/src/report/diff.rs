@@ -10,6 +10,7 @@ use similar::TextDiff;
 
 use crate::report::known_failures::KnownFailures;
 use crate::report::{CaseResult, Report, Status};
+use crate::suite::checks::Failure;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -64,6 +65,15 @@ pub struct Entry {
     pub output_diff: Option<String>,
     /// B's failed checks.
     pub failures: Vec<String>,
+    /// The same checks as data, so the Markdown summary can escape and
+    /// clip expected and actual apart (left out of the JSON when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Failure>,
+    /// The known issue a failure of A was attributed to, when B no longer
+    /// fails: its known-failures entry may go. `known_issue` speaks of B's
+    /// failures only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub was_known: Option<String>,
     /// Why B skipped or errored (or what the probes saw of a failure).
     pub reason: Option<String>,
 }
@@ -133,6 +143,13 @@ impl Diff {
                                 .collect()
                         })
                         .unwrap_or_default(),
+                    checks: y.map(|c| c.failures.clone()).unwrap_or_default(),
+                    was_known: match (x, y) {
+                        (Some(x), Some(y)) if x.status.failed() && !y.status.failed() => {
+                            known.label(id).or_else(|| x.known_issue.clone())
+                        }
+                        _ => None,
+                    },
                     reason: y.and_then(|c| c.reason.clone()),
                 }
             })
