@@ -1,0 +1,297 @@
+//! Checks that compare several replies of a scenario rather than look at
+//! one: `all_equal`, `same_as`, `own_marker`, `prompt_holds_history`,
+//! `stops_before_reply_word`. Each takes the scenario's `steps` and the
+//! subjects it checks (`on`, indices into `steps`) and returns one
+//! mismatch per subject that fails (`all_equal`: one for all).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::{Field, Mismatch};
+use crate::outcome::clip;
+use crate::protocol::exchange::Exchange;
+use crate::protocol::reply::Reply;
+
+pub(super) fn all_equal(steps: &[Exchange], on: &[usize], field: Field) -> Vec<Mismatch> {
+    let values: Vec<String> = on
+        .iter()
+        .map(|&i| field_of(&Reply::of(&steps[i]), field))
+        .collect();
+    let distinct: BTreeSet<&String> = values.iter().collect();
+    if distinct.len() > 1 {
+        let listing = values
+            .iter()
+            .enumerate()
+            .map(|(k, v)| format!("[{}] {}", on[k], clip(v)))
+            .collect::<Vec<_>>()
+            .join("\n");
+        return vec![(
+            format!("{} identical {field:?}", values.len()),
+            format!("{} different:\n{listing}", distinct.len()),
+        )];
+    }
+    Vec::new()
+}
+
+/// Subject k's marker is `marker` with `{{slot}}` = k. A marker that
+/// holds another's (slot 1 in slot 10) does not count as that other.
+pub(super) fn own_marker(steps: &[Exchange], on: &[usize], marker: &str) -> Vec<Mismatch> {
+    let markers: Vec<String> = (0..on.len())
+        .map(|k| marker.replace("{{slot}}", &k.to_string()))
+        .collect();
+    on.iter()
+        .enumerate()
+        .filter_map(|(k, &i)| {
+            let content = Reply::of(&steps[i]).content;
+            let others: Vec<&String> = markers
+                .iter()
+                .enumerate()
+                .filter(|(j, m)| {
+                    *j != k && !markers[k].contains(m.as_str()) && content.contains(m.as_str())
+                })
+                .map(|(_, m)| m)
+                .collect();
+            (!content.contains(&markers[k]) || !others.is_empty()).then(|| {
+                (
+                    format!("slot {k}: {:?} and no other slot's marker", markers[k]),
+                    format!("step {i}: {}", clip(&content)),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Step `of` itself, when among the subjects, is the reference and not
+/// checked.
+pub(super) fn same_as(steps: &[Exchange], on: &[usize], of: usize, field: Field) -> Vec<Mismatch> {
+    let Some(reference) = steps.get(of) else {
+        return vec![(format!("step {of}"), "no such step".into())];
+    };
+    let want = field_of(&Reply::of(reference), field);
+    on.iter()
+        .filter(|&&i| i != of)
+        .filter_map(|&i| {
+            let got = field_of(&Reply::of(&steps[i]), field);
+            (got != want).then(|| {
+                (
+                    format!("{field:?} of step {of}: {}", clip(&want)),
+                    format!("step {i}: {}", clip(&got)),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The content of step `of`, cut before its longest word and trimmed at
+/// the end, is what each subject must say (trailing whitespace aside).
+pub(super) fn stops_before_reply_word(
+    steps: &[Exchange],
+    on: &[usize],
+    of: usize,
+) -> Vec<Mismatch> {
+    let Some(full) = steps.get(of).map(Reply::of) else {
+        return vec![(format!("step {of}"), "no such step".into())];
+    };
+    let word = full.longest_word();
+    let Some(at) = full.content.find(word).filter(|_| !word.is_empty()) else {
+        return vec![(
+            format!("a word in step {of}'s content"),
+            clip(&full.content),
+        )];
+    };
+    let before = full.content[..at].trim_end();
+    on.iter()
+        .filter(|&&i| i != of)
+        .filter_map(|&i| {
+            let got = Reply::of(&steps[i]).content;
+            let cut = got.trim_end();
+            (cut != before).then(|| {
+                (
+                    format!("step {of}'s content up to {word:?}: {}", clip(before)),
+                    format!("step {i}: {}", clip(&got)),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Usage tells whether the history reached the model, whatever the model
+/// then made of it: each subject's prompt exceeds step `of`'s prompt and,
+/// `with_reply`, its completion.
+pub(super) fn prompt_holds_history(
+    steps: &[Exchange],
+    on: &[usize],
+    of: usize,
+    with_reply: bool,
+) -> Vec<Mismatch> {
+    let Some(earlier) = steps.get(of).map(Reply::of) else {
+        return vec![(format!("step {of}"), "no such step".into())];
+    };
+    let (Some(p0), Some(c0)) = (
+        earlier.usage_field("prompt_tokens"),
+        earlier.usage_field("completion_tokens"),
+    ) else {
+        return vec![(
+            format!("usage of step {of}"),
+            "no prompt_tokens/completion_tokens".into(),
+        )];
+    };
+    let c0 = if with_reply { c0 } else { 0 };
+    on.iter()
+        .filter(|&&i| i != of)
+        .filter_map(|&i| {
+            let p = Reply::of(&steps[i]).usage_field("prompt_tokens");
+            (p.is_none_or(|p| p <= p0 + c0)).then(|| {
+                (
+                    format!(
+                        "more than {} prompt tokens ({p0} + {c0} of step {of})",
+                        p0 + c0
+                    ),
+                    format!("step {i}: {p:?}"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The compared text of a reply; tool calls as `name(arguments)` with
+/// the arguments' JSON normalized.
+fn field_of(r: &Reply, f: Field) -> String {
+    match f {
+        Field::Content => r.content.clone(),
+        Field::Reasoning => r.reasoning.clone(),
+        Field::ToolCalls => r
+            .tool_calls
+            .iter()
+            .map(|c| format!("{}({})", c.name, normalized_json(&c.arguments)))
+            .collect::<Vec<_>>()
+            .join(";"),
+    }
+}
+
+/// JSON text with members in a canonical form, so `{"a": 1}` and
+/// `{"a":1}` compare equal; non-JSON is kept as is.
+fn normalized_json(text: &str) -> String {
+    serde_json::from_str::<Value>(text)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::protocol::exchange::Exchange;
+    use crate::suite::checks::fixtures::{chat_body, chat_message, chat_reply};
+    use crate::suite::checks::{Check, CheckSpec, Field};
+
+    fn spec(check: Check) -> CheckSpec {
+        CheckSpec { check, step: None }
+    }
+
+    /// A reply with these prompt and completion token counts.
+    fn used(prompt: u64, completion: u64) -> Exchange {
+        chat_body(
+            json!({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion}}),
+        )
+    }
+
+    #[test]
+    fn a_stop_sequence_must_cut_before_its_word() {
+        let spec = spec(Check::StopsBeforeReplyWord { of: 0 });
+        let full = chat_reply("A tall lighthouse guards the bay.");
+        let run = |got: &str| spec.evaluate(&[full.clone(), chat_reply(got)], &[1]).len();
+        assert_eq!(run("A tall "), 0);
+        assert_eq!(run("A tall lighthouse"), 1, "the stop string included");
+        assert_eq!(
+            run("A tall lighthouse guards the bay."),
+            1,
+            "the stop ignored"
+        );
+    }
+
+    #[test]
+    fn all_subjects_must_agree_and_one_failure_lists_them() {
+        let spec = spec(Check::AllEqual {
+            field: Field::Content,
+        });
+        let same = [chat_reply("4"), chat_reply("4"), chat_reply("4")];
+        assert!(spec.evaluate(&same, &[0, 1, 2]).is_empty());
+        let differ = [chat_reply("4"), chat_reply("5"), chat_reply("4")];
+        let failures = spec.evaluate(&differ, &[0, 1, 2]);
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].check, "all_equal");
+        assert_eq!(failures[0].expected, "3 identical Content");
+        assert_eq!(
+            failures[0].actual,
+            "2 different:\n[0] \"4\"\n[1] \"5\"\n[2] \"4\""
+        );
+    }
+
+    #[test]
+    fn tool_calls_are_compared_by_name_and_normalized_arguments() {
+        let call = |args: &str| {
+            chat_message(
+                json!({"content": null, "tool_calls": [{"id": "c", "type": "function",
+                "function": {"name": "f", "arguments": args}}]}),
+            )
+        };
+        let spec = spec(Check::SameAs {
+            of: 0,
+            field: Field::ToolCalls,
+        });
+        let spaced = [call(r#"{"a":1}"#), call(r#"{ "a": 1 }"#)];
+        assert!(spec.evaluate(&spaced, &[0, 1]).is_empty());
+        let other = [call(r#"{"a":1}"#), call(r#"{"a":2}"#)];
+        let failures = spec.evaluate(&other, &[0, 1]);
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].actual, "step 1: \"f({\\\"a\\\":2})\"");
+    }
+
+    #[test]
+    fn each_parallel_reply_holds_its_own_marker_only() {
+        let spec = spec(Check::OwnMarker {
+            marker: "tag-{{slot}}".into(),
+        });
+        let own = [chat_reply("tag-0: hi"), chat_reply("tag-1: hi")];
+        assert!(spec.evaluate(&own, &[0, 1]).is_empty());
+        let crossed = [chat_reply("tag-0: hi"), chat_reply("tag-1 and tag-0")];
+        let failures = spec.evaluate(&crossed, &[0, 1]);
+        assert_eq!(failures.len(), 1);
+        assert_eq!(
+            failures[0].expected,
+            "slot 1: \"tag-1\" and no other slot's marker"
+        );
+        let lost = [chat_reply("hi"), chat_reply("tag-1: hi")];
+        assert_eq!(spec.evaluate(&lost, &[0, 1]).len(), 1);
+    }
+
+    #[test]
+    fn a_later_prompt_holds_the_earlier_turn() {
+        let with_reply = spec(Check::PromptHoldsHistory {
+            of: 0,
+            with_reply: true,
+        });
+        let turn = used(20, 10);
+        assert!(with_reply
+            .evaluate(&[turn.clone(), used(31, 1)], &[1])
+            .is_empty());
+        let failures = with_reply.evaluate(&[turn.clone(), used(30, 1)], &[1]);
+        assert_eq!(failures.len(), 1);
+        assert_eq!(
+            failures[0].expected,
+            "more than 30 prompt tokens (20 + 10 of step 0)"
+        );
+        let without_reply = spec(Check::PromptHoldsHistory {
+            of: 0,
+            with_reply: false,
+        });
+        assert!(without_reply
+            .evaluate(&[turn.clone(), used(21, 1)], &[1])
+            .is_empty());
+        assert_eq!(without_reply.evaluate(&[turn, used(20, 1)], &[1]).len(), 1);
+    }
+}

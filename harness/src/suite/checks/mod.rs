@@ -1,0 +1,368 @@
+//! The check vocabulary of the suites. Each check is a `[[case.check]]`
+//! table with a `kind` and its parameters (listed in `suites/README.md`);
+//! it looks at the scenario's replies and fails with what it expected and
+//! what it saw.
+//!
+//! This module holds the vocabulary and hands each check to its family's
+//! module: `http` (status, headers, body fields), `errors`, `wire` (stream
+//! rules, published schemas), `content`, `reasoning`, `json`, `tools`,
+//! `usage`, `logprobs`, and `across_steps` (checks that compare several
+//! replies of a scenario).
+
+mod across_steps;
+mod content;
+mod errors;
+#[cfg(test)]
+mod fixtures;
+mod http;
+mod json;
+mod logprobs;
+mod reasoning;
+mod tools;
+mod usage;
+mod wire;
+
+use anyhow::{bail, Result};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::outcome::Outcome;
+use crate::protocol::exchange::Exchange;
+use crate::protocol::reply::Reply;
+
+/// A part of a reply that equality checks compare.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Field {
+    #[default]
+    Content,
+    Reasoning,
+    ToolCalls,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Check {
+    /// The HTTP status.
+    Status {
+        equals: u16,
+    },
+    /// The HTTP status is one of these.
+    StatusIn {
+        any: Vec<u16>,
+    },
+    /// A response header is present (any value).
+    HeaderPresent {
+        name: String,
+    },
+    /// The body's value at a JSON pointer is a positive integer.
+    JsonPointerPositive {
+        pointer: String,
+    },
+    /// No stream event's text ends in half a character (U+FFFD) with more
+    /// text after it: a multi-byte character split between events. (A
+    /// U+FFFD inside an event is the model's own invalid bytes, and one at
+    /// the very end a character cut by `max_tokens`: neither is the
+    /// server splitting.)
+    NoSplitCharacters,
+    /// The protocol's error body: `error.message` and `error.type` strings
+    /// (Anthropic's also `"type": "error"`), and `error.param` when given.
+    ErrorBody {
+        #[serde(default)]
+        param: Option<String>,
+    },
+    /// No error object and no transport failure.
+    NoError,
+    FinishReason {
+        one_of: Vec<String>,
+    },
+    ContentNonEmpty,
+    /// A regex over the content (`(?i)` for case-insensitive).
+    ContentMatches {
+        pattern: String,
+    },
+    ContentNotContains {
+        any: Vec<String>,
+    },
+    ReasoningNonEmpty,
+    ReasoningEmpty,
+    ReasoningNotContains {
+        any: Vec<String>,
+    },
+    /// The content is one JSON value (surrounding whitespace allowed).
+    JsonValid,
+    /// The content validates against `schema`, by default the request's
+    /// `response_format.json_schema.schema`.
+    JsonSchema {
+        #[serde(default)]
+        schema: Option<Value>,
+    },
+    /// Tool calls: exactly `count` (default: at least one), the first named
+    /// `name` when given.
+    ToolCall {
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        count: Option<usize>,
+    },
+    NoToolCalls,
+    /// Every call's arguments are one JSON object valid against the called
+    /// tool's `parameters` in the request (types included: "10" is not an
+    /// integer).
+    ToolArgs,
+    /// Ids present and distinct; each call's id and name sent once.
+    ToolCallIds,
+    /// Usage present and consistent (total = prompt + completion), with
+    /// optional bounds.
+    Usage {
+        #[serde(default)]
+        completion_max: Option<u64>,
+        #[serde(default)]
+        reasoning_min: Option<u64>,
+        #[serde(default)]
+        reasoning_max: Option<u64>,
+    },
+    /// `usage.prompt_tokens_details.cached_tokens` within bounds.
+    CachedTokens {
+        #[serde(default)]
+        min: Option<u64>,
+        #[serde(default)]
+        max: Option<u64>,
+        /// At least this share of the prompt.
+        #[serde(default)]
+        min_fraction: Option<f64>,
+        /// At most this share of the prompt.
+        #[serde(default)]
+        max_fraction: Option<f64>,
+        /// Subjects allowed to miss the bounds (requests released together:
+        /// the first computes the shared prefix the others reuse).
+        #[serde(default)]
+        allow_misses: usize,
+    },
+    /// Subject k's content holds `marker` with `{{slot}}` = k, and no other
+    /// subject's marker (parallel requests keep their own replies).
+    OwnMarker {
+        marker: String,
+    },
+    /// Logprobs for the content: present, every value <= 0 and finite,
+    /// `top` alternatives each, token bytes given.
+    Logprobs {
+        top: usize,
+    },
+    /// The stream follows its protocol's event rules (OpenAI chunks and
+    /// `[DONE]`, Anthropic's event order, Responses' numbered events).
+    Sse,
+    Header {
+        name: String,
+        equals: String,
+    },
+    /// All subjects of the scenario agree on `field`.
+    AllEqual {
+        #[serde(default)]
+        field: Field,
+    },
+    /// Each subject equals step `of` of the scenario on `field`.
+    SameAs {
+        of: usize,
+        #[serde(default)]
+        field: Field,
+    },
+    /// Each subject's prompt is longer than step `of`'s prompt and reply
+    /// together (usage): the whole conversation reached the model, whatever
+    /// the model then makes of it. `with_reply = false`: longer than step
+    /// `of`'s prompt alone (a tool call is sent back rewritten, as a call,
+    /// not as the text the model generated).
+    PromptHoldsHistory {
+        of: usize,
+        #[serde(default = "yes")]
+        with_reply: bool,
+    },
+    /// Each subject's content is step `of`'s cut just before the first
+    /// occurrence of that step's longest word (sent as the stop sequence
+    /// with `{{reply_word:K}}`): the stop ended the reply there and was not
+    /// included.
+    StopsBeforeReplyWord {
+        of: usize,
+    },
+    /// No word 4-gram occurs more than `max` times (repetition loops).
+    NoRepetition {
+        max: usize,
+    },
+    /// `GET /v1/models` lists at least one model with an id.
+    ModelsList,
+    /// The request is refused (a 4xx with the protocol's error body) or
+    /// answered with a call (`tool_calls`, or legacy `function_call`):
+    /// never a 200 that ignored the parameter that asked for one.
+    RefusedOrCall,
+    /// The whole reply, or every stream event, validates against the
+    /// vendor's published schema of the operation (`spec_schemas`); an
+    /// error reply against its error schema.
+    Schema,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A failed check: what it wanted and what it saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub check: String,
+    pub expected: String,
+    pub actual: String,
+}
+
+/// A check as written in a case: the check and, optionally, the scenario
+/// step it looks at instead of the scenario's default subjects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckSpec {
+    #[serde(flatten)]
+    pub check: Check,
+    #[serde(default)]
+    pub step: Option<usize>,
+}
+
+impl CheckSpec {
+    pub fn validate(&self) -> Result<()> {
+        match &self.check {
+            Check::ContentMatches { pattern } => {
+                if let Err(e) = Regex::new(pattern) {
+                    bail!("content_matches: bad pattern: {e}");
+                }
+            }
+            Check::JsonSchema { schema: Some(s) } => {
+                if let Err(e) = jsonschema::validator_for(s) {
+                    bail!("json_schema: bad schema: {e}");
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Runs the check over `steps`, on `subjects` (indices into `steps`)
+    /// unless it names a step.
+    pub fn evaluate(&self, steps: &[Exchange], subjects: &[usize]) -> Vec<Failure> {
+        let on: Vec<usize> = match self.step {
+            Some(s) => vec![s],
+            None => subjects.to_vec(),
+        };
+        let found = if on.iter().any(|&i| i >= steps.len()) {
+            vec![(
+                format!("step {:?}", self.step),
+                format!("{} steps", steps.len()),
+            )]
+        } else {
+            self.mismatches(steps, &on)
+        };
+        let kind = kind_name(&self.check);
+        found
+            .into_iter()
+            .map(|(expected, actual)| Failure {
+                check: kind.clone(),
+                expected,
+                actual,
+            })
+            .collect()
+    }
+
+    /// Checks over several steps go to their family whole; every other
+    /// check looks at each step alone.
+    fn mismatches(&self, steps: &[Exchange], on: &[usize]) -> Vec<Mismatch> {
+        match &self.check {
+            Check::AllEqual { field } => across_steps::all_equal(steps, on, *field),
+            Check::CachedTokens { allow_misses, .. } if *allow_misses > 0 => {
+                usage::cached_tokens_with_misses(&self.check, steps, on, *allow_misses)
+            }
+            Check::OwnMarker { marker } => across_steps::own_marker(steps, on, marker),
+            Check::SameAs { of, field } => across_steps::same_as(steps, on, *of, *field),
+            Check::StopsBeforeReplyWord { of } => {
+                across_steps::stops_before_reply_word(steps, on, *of)
+            }
+            Check::PromptHoldsHistory { of, with_reply } => {
+                across_steps::prompt_holds_history(steps, on, *of, *with_reply)
+            }
+            check => on
+                .iter()
+                .filter_map(|&i| {
+                    check_one(check, &steps[i]).err().map(|(expected, actual)| {
+                        let actual = if on.len() > 1 {
+                            format!("step {i}: {actual}")
+                        } else {
+                            actual
+                        };
+                        (expected, actual)
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What a check expected and what it saw, before [`CheckSpec::evaluate`]
+/// names the check in a [`Failure`].
+type Mismatch = (String, String);
+
+fn kind_name(c: &Check) -> String {
+    serde_json::to_value(c)
+        .ok()
+        .and_then(|v| v["kind"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// One check on one exchange (checks over several exchanges, such as
+/// `all_equal`, need [`CheckSpec::evaluate`]); afm-bench checks each reply
+/// under load with it.
+pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
+    if let Some(e) = &ex.transport_error {
+        return Err(("a response".into(), format!("transport error: {e}")));
+    }
+    let r = Reply::of(ex);
+    match check {
+        Check::Status { equals } => http::status(ex, *equals),
+        Check::StatusIn { any } => http::status_in(ex, any),
+        Check::HeaderPresent { name } => http::header_present(ex, name),
+        Check::Header { name, equals } => http::header(ex, name, equals),
+        Check::JsonPointerPositive { pointer } => http::json_pointer_positive(ex, pointer),
+        Check::ModelsList => http::models_list(ex),
+        Check::ErrorBody { param } => errors::error_body(ex, param.as_deref()),
+        Check::NoError => errors::no_error(ex, &r),
+        Check::RefusedOrCall => errors::refused_or_call(ex, &r),
+        Check::Sse => wire::sse(ex),
+        Check::NoSplitCharacters => wire::no_split_characters(ex),
+        Check::Schema => wire::published_schema(ex),
+        Check::FinishReason { one_of } => content::finish_reason(&r, one_of),
+        Check::ContentNonEmpty => content::non_empty(&r),
+        Check::ContentMatches { pattern } => content::matches(&r, pattern),
+        Check::ContentNotContains { any } => content::not_contains(&r, any),
+        Check::NoRepetition { max } => content::no_repetition(&r, *max),
+        Check::ReasoningNonEmpty => reasoning::non_empty(&r),
+        Check::ReasoningEmpty => reasoning::empty(&r),
+        Check::ReasoningNotContains { any } => reasoning::not_contains(&r, any),
+        Check::JsonValid => json::valid(&r),
+        Check::JsonSchema { schema } => json::schema(ex, &r, schema.as_ref()),
+        Check::ToolCall { name, count } => tools::call(&r, name.as_deref(), *count),
+        Check::NoToolCalls => tools::none(&r),
+        Check::ToolArgs => tools::args(ex, &r),
+        Check::ToolCallIds => tools::ids(&r),
+        Check::Usage {
+            completion_max,
+            reasoning_min,
+            reasoning_max,
+        } => usage::usage(&r, *completion_max, *reasoning_min, *reasoning_max),
+        Check::CachedTokens {
+            min,
+            max,
+            min_fraction,
+            max_fraction,
+            ..
+        } => usage::cached_tokens(&r, *min, *max, *min_fraction, *max_fraction),
+        Check::Logprobs { top } => logprobs::logprobs(&r, *top),
+        Check::AllEqual { .. }
+        | Check::SameAs { .. }
+        | Check::OwnMarker { .. }
+        | Check::PromptHoldsHistory { .. }
+        | Check::StopsBeforeReplyWord { .. } => Ok(()),
+    }
+}
