@@ -14,8 +14,8 @@ use afm_harness::bench::dataset::builtin::{Prompts, Workload};
 use afm_harness::bench::dataset::{Dataset, Source};
 use afm_harness::bench::goodput::Slo;
 use afm_harness::bench::load::Player;
-use afm_harness::bench::results::LevelResult;
 use afm_harness::bench::request::{Endpoint, RequestSettings};
+use afm_harness::bench::results::LevelResult;
 use afm_harness::server::Target;
 use serde_json::json;
 

@@ -12,9 +12,9 @@
 
 use afm_harness::report::{CaseResult, Status};
 use afm_harness::runner::{self, RunOptions};
+use afm_harness::server::Target;
 use afm_harness::suite::capabilities::Capabilities;
 use afm_harness::suite::{load_dir, Selection, Tier};
-use afm_harness::server::Target;
 
 fn fixture(path: &str) -> String {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

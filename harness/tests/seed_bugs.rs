@@ -12,9 +12,9 @@ use afm_harness::report::diff::{Change, Diff, Options};
 use afm_harness::report::known_failures::KnownFailures;
 use afm_harness::report::{CaseResult, Report, RunInfo, Status};
 use afm_harness::runner::{self, RunOptions};
+use afm_harness::server::Target;
 use afm_harness::suite::capabilities::{self, Capabilities};
 use afm_harness::suite::{Section, Selection, Tier};
-use afm_harness::server::Target;
 
 use support::faulty_server;
 

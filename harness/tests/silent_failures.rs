@@ -12,9 +12,9 @@ use std::process::Command;
 
 use afm_harness::report::{CaseResult, Report, RunInfo, Status};
 use afm_harness::runner::{self, RunOptions};
+use afm_harness::server::Target;
 use afm_harness::suite::capabilities::{Capabilities, State};
 use afm_harness::suite::{Section, Selection, Tier};
-use afm_harness::server::Target;
 
 use support::faulty_server;
 
