@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs the steps of the GitHub Actions workflow in docs/ci.md, in order,
 # on this machine, against mlx-lm's server on the bundled model:
-#   1. install afm-test alone (`cargo install --path harness
-#      --no-default-features --locked`, into target/ci-recipe/root);
+#   1. install afm-test alone as a Python server's job does: `pip install
+#      ./harness` into a fresh virtual environment (target/ci-recipe/venv;
+#      maturin builds the wheel of the engine-less binaries);
 #   2. install the server under test (mlx-lm, interop/peers/mlx-lm.sh);
 #   3. run the standard tier through --server;
 #   4. diff against the committed baseline with its known failures;
-#   5. write the job summary and keep the report folder (the artifact).
+#   5. write the job summary (the diff's and the run's Markdown) and keep
+#      the report folder (the artifact).
 # The baseline and known failures are baselines/peers/mlx-lm.{json,known.toml}.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,8 +20,10 @@ mkdir -p "$WORK"
 step() { printf '\n== %s\n' "$*"; }
 
 step "Install afm-test (harness only, no engine)"
-cargo install --path harness --no-default-features --locked --root "$WORK/root" --quiet
-AFM_TEST="$WORK/root/bin/afm-test"
+rm -rf "$WORK/venv"
+python3 -m venv "$WORK/venv"
+"$WORK/venv/bin/pip" install --quiet --disable-pip-version-check ./harness
+AFM_TEST="$WORK/venv/bin/afm-test"
 
 step "Install the server under test"
 BIN="$(bash interop/peers/mlx-lm.sh)"
@@ -36,24 +40,17 @@ rc=0
 "$AFM_TEST" --tier standard --seed 1 \
     --server "$BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\"" \
     --model "$MODEL" --known-failures baselines/peers/mlx-lm.known.toml \
-    --out "$OUT" --junit "$OUT/junit.xml" 2>&1 | tee "$WORK/run.log" || rc=$?
+    --out "$OUT" --junit "$OUT/junit.xml" --summary "$OUT/run.md" 2>&1 | tee "$WORK/run.log" || rc=$?
 [ "$rc" -le 1 ]
 
 step "Diff against the committed baseline"
 diff_rc=0
 "$AFM_TEST" diff baselines/peers/mlx-lm.json "$OUT/report.json" \
     --known-failures baselines/peers/mlx-lm.known.toml --html "$OUT/diff.html" \
-    | tee "$OUT/diff.txt" || diff_rc=$?
+    --summary "$OUT/diff.md" | tee "$OUT/diff.txt" || diff_rc=$?
 
 step "Job summary"
-{
-    echo "## afm-test (standard tier)"
-    echo '```'
-    tail -n 1 "$WORK/run.log"
-    cat "$OUT/diff.txt"
-    echo '```'
-    echo "Full report: the afm-report artifact (report.html, diff.html, junit.xml)."
-} >>"$GITHUB_STEP_SUMMARY"
+cat "$OUT/diff.md" "$OUT/run.md" >>"$GITHUB_STEP_SUMMARY"
 cat "$GITHUB_STEP_SUMMARY"
 
 step "Upload the report"
