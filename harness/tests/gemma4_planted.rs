@@ -38,6 +38,7 @@ async fn run(template: Option<&str>, selection: Selection) -> Vec<CaseResult> {
     let options = RunOptions {
         selection,
         concurrency: 1,
+        strict: false,
         seed: 1,
         nonce,
     };

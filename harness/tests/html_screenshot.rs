@@ -48,11 +48,11 @@ fn case(n: usize, section: &str, status: Status, known: bool) -> CaseResult {
         status,
         reason: (status == Status::Skip).then(|| "capability missing".into()),
         failures: if status == Status::Fail {
-            vec![Failure {
-                check: "content_regex".into(),
-                expected: "matches ^Paris".into(),
-                actual: "\"Lyon\"".into(),
-            }]
+            vec![Failure::new(
+                "content_regex",
+                "matches ^Paris".into(),
+                "\"Lyon\"".into(),
+            )]
         } else {
             Vec::new()
         },

@@ -117,6 +117,7 @@ async fn run(
             cases,
         },
         concurrency: 1,
+        strict: false,
         seed,
         nonce: runner::run_nonce(),
     };

@@ -70,6 +70,7 @@ async fn run(base: &str, sections: &[Section], section: &str) -> (Capabilities, 
             cases: Vec::new(),
         },
         concurrency: 1,
+        strict: false,
         seed: 5,
         nonce,
     };

@@ -11,6 +11,13 @@
 //! no schema (the streaming docs define them); an `error` event or body is
 //! checked against the error schema. And Anthropic's document marks fields
 //! required that Anthropic's own replies leave out ([`VENDOR_OPTIONAL`]).
+//!
+//! Each reply is read twice: against the published schema (the letter)
+//! and against the same schema as the official SDKs read it ([`tolerant`]:
+//! an explicit null for a field the schema leaves optional, a field of its
+//! own, a nullable field left out). A deviation the second reading also
+//! finds breaks a client (a `fail`); one only the letter finds is graded
+//! `spec` (`docs/grading.md` gives the line and its evidence).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -45,13 +52,16 @@ const VENDOR_OPTIONAL: &[(&str, &str)] = &[
 ];
 
 impl Spec {
-    fn load(text: &str) -> Spec {
+    fn load(text: &str, reading: Reading) -> Spec {
         let mut doc: Value = serde_json::from_str(text).expect("the committed schemas are JSON");
         for (schema, field) in VENDOR_OPTIONAL {
             if let Some(required) = doc["components"]["schemas"][schema]["required"].as_array_mut()
             {
                 required.retain(|r| r != field);
             }
+        }
+        if reading == Reading::Sdk {
+            tolerant(&mut doc["components"]);
         }
         Spec {
             doc,
@@ -101,35 +111,151 @@ impl Spec {
     }
 }
 
-fn openai() -> &'static Spec {
-    static SPEC: OnceLock<Spec> = OnceLock::new();
-    SPEC.get_or_init(|| Spec::load(OPENAI))
+/// How a document is read: as published, or as the official SDKs read
+/// replies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    Letter,
+    Sdk,
 }
 
-fn anthropic() -> &'static Spec {
-    static SPEC: OnceLock<Spec> = OnceLock::new();
-    SPEC.get_or_init(|| Spec::load(ANTHROPIC))
+fn openai(reading: Reading) -> &'static Spec {
+    static LETTER: OnceLock<Spec> = OnceLock::new();
+    static SDK: OnceLock<Spec> = OnceLock::new();
+    let cell = if reading == Reading::Letter {
+        &LETTER
+    } else {
+        &SDK
+    };
+    cell.get_or_init(|| Spec::load(OPENAI, reading))
+}
+
+fn anthropic(reading: Reading) -> &'static Spec {
+    static LETTER: OnceLock<Spec> = OnceLock::new();
+    static SDK: OnceLock<Spec> = OnceLock::new();
+    let cell = if reading == Reading::Letter {
+        &LETTER
+    } else {
+        &SDK
+    };
+    cell.get_or_init(|| Spec::load(ANTHROPIC, reading))
+}
+
+/// The official SDKs' reading of the documents' schemas
+/// (`components.schemas`): openai-python and anthropic-sdk-python are
+/// generated from these documents, and every model allows fields of its
+/// own (`extra="allow"`), every property the schema leaves optional is
+/// `Optional[T] = None` (an explicit null reads as absent), and so is
+/// every required property whose schema admits null (leaving it out reads
+/// as null).
+fn tolerant(components: &mut Value) {
+    if let Some(Value::Object(schemas)) = components.get_mut("schemas") {
+        schemas.values_mut().for_each(tolerant_schema);
+    }
+}
+
+/// [`tolerant`] on one schema and the schemas inside it (walked by
+/// keyword, so a property named like a keyword is never read as one).
+fn tolerant_schema(schema: &mut Value) {
+    let Value::Object(map) = schema else { return };
+    if map.get("additionalProperties") == Some(&Value::Bool(false)) {
+        map.remove("additionalProperties");
+    }
+    let required: Vec<String> = map
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut now_optional = Vec::new();
+    if let Some(Value::Object(props)) = map.get_mut("properties") {
+        for (name, property) in props.iter_mut() {
+            if !required.contains(name) {
+                allow_null(property);
+            } else if admits_null(property) {
+                now_optional.push(name.clone());
+            }
+            tolerant_schema(property);
+        }
+    }
+    if let Some(Value::Array(r)) = map.get_mut("required") {
+        r.retain(|v| !now_optional.iter().any(|n| v == n.as_str()));
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(inner) = map.get_mut(key) {
+            tolerant_schema(inner);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(members)) = map.get_mut(key) {
+            members.iter_mut().for_each(tolerant_schema);
+        }
+    }
+}
+
+/// Whether a property's schema takes null (a `null` type, or a null
+/// member of its union), as the extractor writes OpenAPI's `nullable`.
+fn admits_null(schema: &Value) -> bool {
+    let null_type =
+        |t: &Value| t == "null" || t.as_array().is_some_and(|a| a.contains(&json!("null")));
+    null_type(&schema["type"])
+        || ["anyOf", "oneOf"].iter().any(|k| {
+            schema[*k]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|s| null_type(&s["type"])))
+        })
+}
+
+/// Makes a property's schema take null too.
+fn allow_null(schema: &mut Value) {
+    if admits_null(schema) {
+        return;
+    }
+    let original = std::mem::take(schema);
+    *schema = json!({"anyOf": [original, {"type": "null"}]});
 }
 
 /// The spec and operation an exchange's path belongs to.
-fn operation(ex: &Exchange) -> Option<(&'static Spec, &'static str)> {
+fn operation(ex: &Exchange, reading: Reading) -> Option<(&'static Spec, &'static str)> {
     let path = ex.path.split('?').next().unwrap_or_default();
+    let (openai, anthropic) = (openai(reading), anthropic(reading));
     let op = match path.trim_end_matches('/') {
-        p if p.ends_with("/chat/completions") => (openai(), "chat"),
-        p if p.ends_with("/completions") => (openai(), "completions"),
-        p if p.ends_with("/responses") => (openai(), "responses"),
-        p if p.ends_with("/models") => (openai(), "models"),
-        p if p.ends_with("/messages/count_tokens") => (anthropic(), "count_tokens"),
-        p if p.ends_with("/messages") => (anthropic(), "messages"),
+        p if p.ends_with("/chat/completions") => (openai, "chat"),
+        p if p.ends_with("/completions") => (openai, "completions"),
+        p if p.ends_with("/responses") => (openai, "responses"),
+        p if p.ends_with("/models") => (openai, "models"),
+        p if p.ends_with("/messages/count_tokens") => (anthropic, "count_tokens"),
+        p if p.ends_with("/messages") => (anthropic, "messages"),
         _ => return None,
     };
     Some(op)
 }
 
-/// Where a reply departs from its operation's published schema: one line
-/// per problem (`where: what`), empty when it conforms.
-pub fn deviations(ex: &Exchange) -> Vec<String> {
-    let Some((spec, op)) = operation(ex) else {
+/// Where a reply departs from its operation's schema, graded.
+#[derive(Debug, Default, PartialEq)]
+pub struct Deviations {
+    /// Deviations the official SDKs' reading finds too: a client breaks.
+    pub breaking: Vec<String>,
+    /// Deviations from the published document's letter (all of them).
+    pub letter: Vec<String>,
+}
+
+/// A reply read against its operation's schema, as published and as the
+/// official SDKs read it.
+pub fn deviations(ex: &Exchange) -> Deviations {
+    Deviations {
+        breaking: read(ex, Reading::Sdk),
+        letter: read(ex, Reading::Letter),
+    }
+}
+
+/// Where a reply departs from its operation's schema in one reading: one
+/// line per problem (`where: what`), empty when it conforms.
+fn read(ex: &Exchange, reading: Reading) -> Vec<String> {
+    let Some((spec, op)) = operation(ex, reading) else {
         return vec![format!("no published schema for {}", ex.path)];
     };
     let error_ref = spec.op("error", "reply").unwrap_or_default().to_string();
@@ -216,7 +342,7 @@ mod tests {
     fn a_conforming_chat_reply_passes_and_a_removed_field_fails() {
         assert_eq!(
             deviations(&exchange("/v1/chat/completions", chat_reply())),
-            Vec::<String>::new()
+            Deviations::default()
         );
         let mut broken = chat_reply();
         broken["choices"][0]["message"]
@@ -224,7 +350,12 @@ mod tests {
             .unwrap()
             .remove("role");
         let found = deviations(&exchange("/v1/chat/completions", broken));
-        assert!(found.iter().any(|d| d.contains("role")), "{found:?}");
+        assert!(found.letter.iter().any(|d| d.contains("role")), "{found:?}");
+        // The SDKs' models require it too: a client breaks.
+        assert!(
+            found.breaking.iter().any(|d| d.contains("role")),
+            "{found:?}"
+        );
     }
 
     #[test]
@@ -233,7 +364,7 @@ mod tests {
         ex.streamed = true;
         ex.chunks = vec![json!({"type": "content_block_start", "index": 0,
             "content_block": {"type": "text", "text": ""}})];
-        assert_eq!(deviations(&ex), Vec::<String>::new());
+        assert_eq!(deviations(&ex), Deviations::default());
     }
 
     #[test]
@@ -244,11 +375,79 @@ mod tests {
             json!({"type": "ping"}),
             json!({"type": "content_block_stop"}),
         ];
-        let found = deviations(&ex);
+        let found = deviations(&ex).letter;
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0].contains("ContentBlockStopEvent") || found[0].contains("index"),
             "{found:?}"
         );
+    }
+
+    /// Each way the SDKs read more leniently than the letter: what only
+    /// the letter forbids is `spec`, never breaking.
+    #[test]
+    fn what_the_sdks_accept_is_off_the_letter_only() {
+        let cases: [(&str, fn(&mut Value)); 3] = [
+            // An explicit null for a field the schema leaves optional.
+            ("annotations", |r| {
+                r["choices"][0]["message"]["annotations"] = Value::Null
+            }),
+            // A required but nullable field left out.
+            ("refusal", |r| {
+                r["choices"][0]["message"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("refusal");
+            }),
+            ("usage null details", |r| {
+                r["usage"]["prompt_tokens_details"] = Value::Null
+            }),
+        ];
+        for (what, change) in cases {
+            let mut reply = chat_reply();
+            change(&mut reply);
+            let found = deviations(&exchange("/v1/chat/completions", reply));
+            assert!(!found.letter.is_empty(), "{what}: the letter forbids it");
+            assert_eq!(found.breaking, Vec::<String>::new(), "{what}");
+        }
+    }
+
+    /// Anthropic's newest fields, required and nullable in its document,
+    /// left out by a server written before them: the SDK reads null.
+    #[test]
+    fn anthropic_fields_newer_than_the_server_are_spec() {
+        let reply = json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "content": [{"type": "text", "text": "hi"}],
+            "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        });
+        let found = deviations(&exchange("/v1/messages", reply));
+        let letter = found.letter.join("\n");
+        assert!(
+            letter.contains("container") && letter.contains("stop_details"),
+            "{letter}"
+        );
+        assert_eq!(found.breaking, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_wrong_type_a_client_reads_breaks_it() {
+        let mut reply = chat_reply();
+        reply["usage"]["completion_tokens"] = json!("1");
+        let found = deviations(&exchange("/v1/chat/completions", reply));
+        assert!(
+            found
+                .breaking
+                .iter()
+                .any(|d| d.contains("completion_tokens")),
+            "{found:?}"
+        );
+        // A null where the SDKs' type is not Optional breaks it too.
+        let mut reply = chat_reply();
+        reply["choices"][0]["index"] = Value::Null;
+        assert!(!deviations(&exchange("/v1/chat/completions", reply))
+            .breaking
+            .is_empty());
     }
 }

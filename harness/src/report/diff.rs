@@ -28,6 +28,9 @@ pub enum Change {
     NowSkipped,
     /// Skipped in A, runs in B (pass).
     NowRunning,
+    /// Off the published schema's letter only in B (graded `spec`), and
+    /// not in A: shown, never a regression (`--strict` runs make it one).
+    NowSpec,
     /// Only in B (not failing).
     New,
     /// Only in A.
@@ -44,6 +47,7 @@ impl Change {
             Change::StillFailing => "Still failing (pre-existing)",
             Change::NowSkipped => "Now skipped",
             Change::NowRunning => "No longer skipped",
+            Change::NowSpec => "Now off the published schema only (spec)",
             Change::New => "New cases",
             Change::Removed => "Removed cases",
             Change::Unchanged => "Unchanged",
@@ -222,10 +226,11 @@ impl Diff {
 }
 
 /// The order groups are shown in.
-pub const GROUPS: [Change; 8] = [
+pub const GROUPS: [Change; 9] = [
     Change::Regression,
     Change::Fixed,
     Change::StillFailing,
+    Change::NowSpec,
     Change::NowSkipped,
     Change::NowRunning,
     Change::New,
@@ -241,7 +246,7 @@ fn classify(
 ) -> Change {
     use Status::*;
     match (before, after) {
-        (Some(Pass), Some(Skip)) if !allow_skips => Change::Regression,
+        (Some(Pass | Spec), Some(Skip)) if !allow_skips => Change::Regression,
         (None, Some(s)) if s.failed() && !known => Change::Regression,
         (None, Some(_)) => Change::New,
         (Some(_), None) => Change::Removed,
@@ -249,11 +254,12 @@ fn classify(
             Fail | Error => Change::StillFailing,
             _ => Change::Unchanged,
         },
-        (Some(Pass), Some(Fail | Error)) => Change::Regression,
+        (Some(Pass | Spec), Some(Fail | Error)) => Change::Regression,
         (Some(Skip), Some(Fail | Error)) if !known => Change::Regression,
         (Some(Skip), Some(Fail | Error)) => Change::StillFailing,
         (Some(Fail | Error), Some(Fail | Error)) => Change::StillFailing,
-        (Some(Fail | Error), Some(Pass)) => Change::Fixed,
+        (Some(Fail | Error | Spec), Some(Pass)) => Change::Fixed,
+        (Some(_), Some(Spec)) => Change::NowSpec,
         (Some(_), Some(Skip)) => Change::NowSkipped,
         (Some(Skip), Some(Pass)) => Change::NowRunning,
         (Some(_), Some(_)) => Change::Unchanged,
@@ -295,6 +301,15 @@ mod tests {
         assert_eq!(strict(None, Some(Fail), true), Change::New);
         assert_eq!(strict(Some(Pass), None, false), Change::Removed);
         assert_eq!(strict(Some(Pass), Some(Pass), false), Change::Unchanged);
+        // A letter-only deviation is shown apart and gates nothing; a
+        // failure after it is a regression as after a pass.
+        assert_eq!(strict(Some(Pass), Some(Spec), false), Change::NowSpec);
+        assert_eq!(strict(Some(Fail), Some(Spec), true), Change::NowSpec);
+        assert_eq!(strict(Some(Spec), Some(Spec), false), Change::Unchanged);
+        assert_eq!(strict(Some(Spec), Some(Pass), false), Change::Fixed);
+        assert_eq!(strict(Some(Spec), Some(Fail), false), Change::Regression);
+        assert_eq!(strict(Some(Spec), Some(Skip), false), Change::Regression);
+        assert_eq!(strict(None, Some(Spec), false), Change::New);
         let relaxed = |a, b| classify(a, b, false, true);
         assert_eq!(relaxed(Some(Pass), Some(Skip)), Change::NowSkipped);
         assert_eq!(relaxed(Some(Pass), Some(Error)), Change::Regression);

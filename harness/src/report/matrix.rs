@@ -227,8 +227,8 @@ impl Matrix {
             let s = c.summary;
             let _ = writeln!(
                 out,
-                "{}: {} passed, {} failed ({} known), {} errors, {} skipped",
-                c.name, s.pass, s.fail, s.known, s.error, s.skip
+                "{}: {} passed, {} failed ({} known), {} spec, {} errors, {} skipped",
+                c.name, s.pass, s.fail, s.known, s.spec, s.error, s.skip
             );
         }
         out

@@ -30,6 +30,9 @@ pub const FORMAT: &str = "afm-test-report/2";
 pub enum Status {
     Pass,
     Fail,
+    /// Off a published schema's letter only, in ways the official SDKs
+    /// accept (`docs/grading.md`); a failure only with `--strict`.
+    Spec,
     Skip,
     /// The case could not be carried out (transport failure).
     Error,
@@ -40,6 +43,7 @@ impl Status {
         match self {
             Status::Pass => "pass",
             Status::Fail => "fail",
+            Status::Spec => "spec",
             Status::Skip => "skip",
             Status::Error => "error",
         }
@@ -175,6 +179,9 @@ pub struct Summary {
     pub error: usize,
     /// Failures attributed to a known issue.
     pub known: usize,
+    /// Cases off a published schema's letter only (`Status::Spec`).
+    #[serde(default)]
+    pub spec: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -192,6 +199,7 @@ impl Report {
             match c.status {
                 Status::Pass => summary.pass += 1,
                 Status::Fail => summary.fail += 1,
+                Status::Spec => summary.spec += 1,
                 Status::Skip => summary.skip += 1,
                 Status::Error => summary.error += 1,
             }
@@ -220,7 +228,8 @@ impl Report {
     pub fn text(&self, json_path: &Path) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
-        for c in self.cases.iter().filter(|c| c.status.failed()) {
+        let shown = |c: &&CaseResult| c.status.failed() || c.status == Status::Spec;
+        for c in self.cases.iter().filter(shown) {
             let known = c.known_issue.as_ref();
             let known = known.map(|k| format!("  [known: {k}]")).unwrap_or_default();
             let status = c.status.as_str().to_uppercase();
@@ -239,10 +248,11 @@ impl Report {
         let s = self.summary;
         let _ = writeln!(
             out,
-            "afm-test: {} passed, {} failed ({} known), {} errors, {} skipped in {:.1} s; {}",
+            "afm-test: {} passed, {} failed ({} known), {} spec, {} errors, {} skipped in {:.1} s; {}",
             s.pass,
             s.fail,
             s.known,
+            s.spec,
             s.error,
             s.skip,
             self.run.wall_seconds,

@@ -85,14 +85,15 @@ fn report_with(report: &Report, limits: &Limits) -> String {
             )
         );
     }
-    out.push_str("| pass | fail | of which known | errors | skipped | wall time |\n");
-    out.push_str("|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("| pass | fail | of which known | spec | errors | skipped | wall time |\n");
+    out.push_str("|---:|---:|---:|---:|---:|---:|---:|\n");
     let _ = writeln!(
         out,
-        "| {} | {} | {} | {} | {} | {} |\n",
+        "| {} | {} | {} | {} | {} | {} | {} |\n",
         s.pass,
         s.fail,
         s.known,
+        s.spec,
         s.error,
         s.skip,
         duration(run.wall_seconds)
@@ -144,6 +145,31 @@ fn report_with(report: &Report, limits: &Limits) -> String {
             &mut out,
             head,
             known.len(),
+            rows,
+            Some(limits.items),
+            limits,
+        );
+        close_details(&mut out);
+    }
+
+    let spec: Vec<&CaseResult> = report
+        .cases
+        .iter()
+        .filter(|c| c.status == Status::Spec)
+        .collect();
+    if !spec.is_empty() {
+        let title = format!(
+            "Off the published schema only, accepted by the official SDKs ({})",
+            spec.len()
+        );
+        open_details(&mut out, &title);
+        let rows = spec
+            .iter()
+            .map(|c| failure_rows(&c.id, &c.name, "spec", &c.failures, None, limits));
+        write_rows(
+            &mut out,
+            FAILURE_HEAD,
+            spec.len(),
             rows,
             Some(limits.items),
             limits,
@@ -567,10 +593,8 @@ mod tests {
             },
             failures: failures
                 .iter()
-                .map(|(check, expected, actual)| Failure {
-                    check: (*check).into(),
-                    expected: (*expected).into(),
-                    actual: (*actual).into(),
+                .map(|(check, expected, actual)| {
+                    Failure::new(*check, (*expected).into(), (*actual).into())
                 })
                 .collect(),
             steps: Vec::new(),
@@ -692,7 +716,7 @@ mod tests {
         assert!(regressions.contains("pass → fail"), "{md}");
         assert!(!regressions.contains("reasoning.split"), "{md}");
         // The counts row, in the order of the groups.
-        assert!(md.contains("| 1 | 1 | 1 | 0 | 0 | 0 | 0 | 1 |"), "{md}");
+        assert!(md.contains("| 1 | 1 | 1 | 0 | 0 | 0 | 0 | 0 | 1 |"), "{md}");
     }
 
     #[test]
@@ -769,7 +793,10 @@ mod tests {
              `http://127.0.0.1:8080` · standard tier · commit `9c9931d`"
         );
         assert!(md.contains("❌ **2 unexplained failures**"), "{md}");
-        assert!(md.contains("| 1 | 2 | 1 | 1 | 1 | 1 min 23 s |"), "{md}");
+        assert!(
+            md.contains("| 1 | 2 | 1 | 0 | 1 | 1 | 1 min 23 s |"),
+            "{md}"
+        );
         let failures = section(&md, "### Unexplained failures and errors (2)");
         assert!(failures.contains("| `grammar.regex` | The grammar.regex case | fail | content\\_matches | ^Paris | Lyon\\|Marseille |"), "{md}");
         assert!(failures.contains("| `tools.call` | The tools.call case | error | *reason* | — | connection refused |"), "{md}");

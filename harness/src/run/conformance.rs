@@ -45,6 +45,10 @@ pub struct ConformanceArgs {
     /// Attributes failures to known issues (they do not fail the run).
     #[arg(long)]
     pub known_failures: Option<PathBuf>,
+    /// Grade a case that leaves only the published schema's letter (in
+    /// ways the official SDKs accept) a failure, not `spec`.
+    #[arg(long)]
+    pub strict: bool,
     /// Cases run at the same time.
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
@@ -86,6 +90,7 @@ impl ConformanceArgs {
             junit: None,
             summary: None,
             known_failures: None,
+            strict: false,
             concurrency: 1,
             seed: None,
             suites: None,
@@ -180,6 +185,7 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
         selection,
         concurrency: args.concurrency,
         seed,
+        strict: args.strict,
         nonce,
     };
     let reporter = observer.clone();

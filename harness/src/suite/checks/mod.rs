@@ -205,12 +205,47 @@ fn yes() -> bool {
     true
 }
 
-/// A failed check: what it wanted and what it saw.
+/// A failed check: what it wanted and what it saw, and how it weighs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Failure {
     pub check: String,
     pub expected: String,
     pub actual: String,
+    #[serde(default, skip_serializing_if = "Grade::breaks")]
+    pub grade: Grade,
+}
+
+impl Failure {
+    /// A failure that breaks clients.
+    pub fn new(check: impl Into<String>, expected: String, actual: String) -> Self {
+        Failure {
+            check: check.into(),
+            expected,
+            actual,
+            grade: Grade::Fail,
+        }
+    }
+}
+
+/// How a failed check weighs (`docs/grading.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Grade {
+    /// Behaviour a client sees: wrong or ignored semantics, a wrong type
+    /// of a field clients read, a field the official SDKs need missing, a
+    /// broken stream.
+    #[default]
+    Fail,
+    /// A deviation from a published schema's letter that the official SDKs
+    /// accept (an explicit null, a field of the server's own, a nullable
+    /// field left out): counted and shown, failing only with `--strict`.
+    Spec,
+}
+
+impl Grade {
+    pub fn breaks(&self) -> bool {
+        *self == Grade::Fail
+    }
 }
 
 /// A check as written in a case: the check and, optionally, the scenario
@@ -257,14 +292,25 @@ impl CheckSpec {
             self.mismatches(steps, &on)
         };
         let kind = kind_name(&self.check);
-        found
-            .into_iter()
-            .map(|(expected, actual)| Failure {
-                check: kind.clone(),
-                expected,
-                actual,
-            })
-            .collect()
+        let graded = |found: Vec<Mismatch>, grade| -> Vec<Failure> {
+            found
+                .into_iter()
+                .map(|(expected, actual)| Failure {
+                    check: kind.clone(),
+                    expected,
+                    actual,
+                    grade,
+                })
+                .collect()
+        };
+        let mut failures = graded(found, Grade::Fail);
+        // Nothing a client breaks on: the schema's letter gives the grade.
+        if failures.is_empty() && self.check == Check::Schema {
+            // (Reached only when every step of `on` exists.)
+            let letter = per_step(&on, |i| wire::schema_letter(&steps[i]));
+            failures.extend(graded(letter, Grade::Spec));
+        }
+        failures
     }
 
     /// Checks over several steps go to their family whole; every other
@@ -283,21 +329,23 @@ impl CheckSpec {
             Check::PromptHoldsHistory { of, with_reply } => {
                 across_steps::prompt_holds_history(steps, on, *of, *with_reply)
             }
-            check => on
-                .iter()
-                .filter_map(|&i| {
-                    check_one(check, &steps[i]).err().map(|(expected, actual)| {
-                        let actual = if on.len() > 1 {
-                            format!("step {i}: {actual}")
-                        } else {
-                            actual
-                        };
-                        (expected, actual)
-                    })
-                })
-                .collect(),
+            check => per_step(on, |i| check_one(check, &steps[i])),
         }
     }
+}
+
+/// A one-step check's mismatches over steps `on`, each named by its step
+/// when there are several.
+fn per_step(on: &[usize], outcome: impl Fn(usize) -> Outcome) -> Vec<Mismatch> {
+    let several = on.len() > 1;
+    on.iter()
+        .filter_map(|&i| {
+            outcome(i).err().map(|(expected, actual)| match several {
+                true => (expected, format!("step {i}: {actual}")),
+                false => (expected, actual),
+            })
+        })
+        .collect()
 }
 
 /// What a check expected and what it saw, before [`CheckSpec::evaluate`]

@@ -37,8 +37,21 @@ pub(super) fn no_split_characters(ex: &Exchange) -> Outcome {
     }
 }
 
+/// The published schema as the official SDKs read it: a deviation here
+/// breaks a client (the check's `fail` grade, and what afm-bench counts).
 pub(super) fn published_schema(ex: &Exchange) -> Outcome {
-    let found = crate::protocol::spec_schemas::deviations(ex);
+    let found = crate::protocol::spec_schemas::deviations(ex).breaking;
+    ensure(
+        found.is_empty(),
+        "a reply the official SDKs read (the published schema, as they read it)",
+        || found.join("\n"),
+    )
+}
+
+/// The published schema's letter, where the SDKs' reading found nothing:
+/// what the case's `spec` grade shows.
+pub(super) fn schema_letter(ex: &Exchange) -> Outcome {
+    let found = crate::protocol::spec_schemas::deviations(ex).letter;
     ensure(
         found.is_empty(),
         "a reply that validates against the published schema",
@@ -99,8 +112,31 @@ mod tests {
         let (expected, actual) = check_one(&Check::Schema, &chat_body(body)).unwrap_err();
         assert_eq!(
             expected,
-            "a reply that validates against the published schema"
+            "a reply the official SDKs read (the published schema, as they read it)"
         );
         assert!(actual.contains("created"), "{actual}");
+    }
+
+    /// An explicit null the SDKs read as absent: the case is graded
+    /// `spec`, with the letter's deviation; `check_one` (what afm-bench
+    /// counts) passes it.
+    #[test]
+    fn an_explicit_null_is_graded_spec_not_fail() {
+        let body = json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": null,
+                "message": {"role": "assistant", "content": "hi", "refusal": null,
+                    "function_call": null}}],
+        });
+        let ex = chat_body(body);
+        assert_eq!(check_one(&Check::Schema, &ex), Ok(()));
+        let spec = CheckSpec {
+            check: Check::Schema,
+            step: None,
+        };
+        let found = spec.evaluate(&[ex], &[0]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].grade, crate::suite::checks::Grade::Spec);
+        assert!(found[0].actual.contains("function_call"), "{found:?}");
     }
 }
