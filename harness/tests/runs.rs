@@ -101,6 +101,8 @@ fn a_wrong_model_fails_the_cases_and_a_matrix_shows_both_columns() {
     assert_eq!(m.columns[0].1.unexplained_failures(), 0);
     assert!(m.columns[1].1.unexplained_failures() >= 2);
     assert!(out.join("matrix/matrix.html").is_file());
+    let page = std::fs::read_to_string(out.join("matrix/matrix.md")).unwrap();
+    assert!(page.contains("| `preflight.chat` "), "{page}");
     assert!(out.join("matrix/wrong/report.json").is_file());
     let _ = std::fs::remove_dir_all(&out);
 }

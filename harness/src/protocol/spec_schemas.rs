@@ -387,7 +387,8 @@ mod tests {
     /// the letter forbids is `spec`, never breaking.
     #[test]
     fn what_the_sdks_accept_is_off_the_letter_only() {
-        let cases: [(&str, fn(&mut Value)); 3] = [
+        type Edit = fn(&mut Value);
+        let cases: [(&str, Edit); 3] = [
             // An explicit null for a field the schema leaves optional.
             ("annotations", |r| {
                 r["choices"][0]["message"]["annotations"] = Value::Null

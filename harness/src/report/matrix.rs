@@ -142,6 +142,9 @@ pub struct Cell {
     /// Why it skipped, errored, or what failed (first failure).
     pub note: Option<String>,
     pub known: bool,
+    /// The known issue its failure is attributed to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issue: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -170,6 +173,7 @@ impl Matrix {
                     status: c.status,
                     note,
                     known: c.known_issue.is_some(),
+                    issue: c.known_issue.clone(),
                 });
             }
         }

@@ -2,10 +2,12 @@
 //! with its status, what was expected and seen, and every request sent.
 //! HTML and JUnit are rendered from it; `afm-test diff` compares two.
 
+pub mod compatibility;
 pub mod diff;
 pub mod html;
 pub mod junit;
 pub mod known_failures;
+pub mod markdown;
 pub mod matrix;
 pub mod summary;
 

@@ -1,6 +1,7 @@
 //! `afm-test matrix FILE`: each target of the file run as its own
 //! conformance run into its own folder, then one report with a column per
-//! target (matrix.json, matrix.html).
+//! target (matrix.json, matrix.html, and matrix.md: the compatibility
+//! page).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use super::conformance::{self, ConformanceArgs};
 use super::target::TargetArgs;
 use super::Observer;
 use crate::report::matrix::{Matrix, MatrixFile};
-use crate::report::{html, write_text, Report};
+use crate::report::{compatibility, html, write_text, Report};
 use crate::suite::Tier;
 
 /// The matrix and each column's own report.
@@ -52,5 +53,6 @@ pub fn run(file: &Path, out: &Path, observer: Arc<dyn Observer>) -> Result<Matri
     let matrix = Matrix::new(&columns);
     matrix.write(out)?;
     write_text(&out.join("matrix.html"), &html::render_matrix(&matrix)?)?;
+    write_text(&out.join("matrix.md"), &compatibility::markdown(&matrix))?;
     Ok(MatrixRun { matrix, columns })
 }

@@ -1,0 +1,178 @@
+//! A matrix as a compatibility page in Markdown (`matrix.md`, published
+//! as `docs/compatibility.md`): a column per server, a row per case
+//! grouped by section (the capabilities and the seeds' bug classes), each
+//! cell the case's grade there, and a footnote for every failure
+//! attributed to the server's own code.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::report::markdown::{cell, code};
+use crate::report::matrix::{Cell, Matrix};
+use crate::report::Status;
+
+/// The legend's symbols, one per grade.
+fn symbol(c: &Cell) -> &'static str {
+    match c.status {
+        Status::Pass => "✅",
+        Status::Fail if c.known => "❌",
+        Status::Fail => "❌ **new**",
+        Status::Spec => "🟡",
+        Status::Error => "⚠️",
+        Status::Skip => "⏭",
+    }
+}
+
+/// The page: legend, a table of counts per server, then one table per
+/// section, then the footnotes.
+pub fn markdown(m: &Matrix) -> String {
+    let mut out = String::from("# Compatibility of local LLM servers\n\n");
+    out.push_str(
+        "Each cell is the grade of an afm-test case on that server: ✅ pass · ❌ fail \
+         (attributed in a footnote; **new** when nothing explains it) · 🟡 spec (off the \
+         published schema only, in ways the official SDKs accept: `docs/grading.md`) · \
+         ⚠️ error · ⏭ skip (refused by name, or declared absent) · — not run.\n\n",
+    );
+    out.push_str("| server | model | pass | fail (attributed) | spec | errors | skipped |\n");
+    out.push_str("|---|---|---:|---:|---:|---:|---:|\n");
+    for c in &m.columns {
+        let s = c.summary;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} ({}) | {} | {} | {} |",
+            code(&c.name),
+            code(&c.model),
+            s.pass,
+            s.fail,
+            s.known,
+            s.spec,
+            s.error,
+            s.skip
+        );
+    }
+    out.push('\n');
+    // One footnote per (server, issue), numbered in order of appearance.
+    let mut notes: BTreeMap<(usize, String), usize> = BTreeMap::new();
+    let mut order: Vec<(usize, String)> = Vec::new();
+    let mut section = "";
+    for row in &m.rows {
+        if row.section != section {
+            section = &row.section;
+            let _ = write!(out, "\n## {}\n\n| case |", cell(section, 80));
+            for c in &m.columns {
+                let _ = write!(out, " {} |", code(&c.name));
+            }
+            out.push_str("\n|---|");
+            out.push_str(&"---|".repeat(m.columns.len()));
+            out.push('\n');
+        }
+        let _ = write!(out, "| {} {} |", code(&row.id), cell(&row.name, 100));
+        for (k, c) in row.cells.iter().enumerate() {
+            let Some(c) = c else {
+                out.push_str(" — |");
+                continue;
+            };
+            let mut text = symbol(c).to_string();
+            if let Some(issue) = c.issue.as_ref().filter(|_| c.status.failed()) {
+                let key = (k, issue.clone());
+                let n = *notes.entry(key.clone()).or_insert_with(|| {
+                    order.push(key);
+                    order.len()
+                });
+                let _ = write!(text, "[^{n}]");
+            }
+            let _ = write!(out, " {text} |");
+        }
+        out.push('\n');
+    }
+    if !order.is_empty() {
+        out.push('\n');
+    }
+    for (n, (k, issue)) in order.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "[^{}]: {}: {}",
+            n + 1,
+            code(&m.columns[*k].name),
+            cell(issue, 600)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{CaseResult, Report, RunInfo};
+    use crate::suite::checks::Failure;
+    use crate::suite::Tier;
+
+    fn case(id: &str, status: Status, known: Option<&str>) -> CaseResult {
+        CaseResult {
+            id: id.into(),
+            name: format!("the {id} case"),
+            section: id.split('.').next().unwrap().into(),
+            tier: Tier::Smoke,
+            seeds: Vec::new(),
+            status,
+            reason: None,
+            failures: match status {
+                Status::Fail => vec![Failure::new("status", "200".into(), "400".into())],
+                _ => Vec::new(),
+            },
+            steps: Vec::new(),
+            millis: 1.0,
+            known_issue: known.map(str::to_string),
+        }
+    }
+
+    fn report(cases: Vec<CaseResult>) -> Report {
+        Report::new(
+            RunInfo {
+                model: "smollm2".into(),
+                ..Default::default()
+            },
+            cases,
+        )
+    }
+
+    #[test]
+    fn cells_carry_grades_and_attributed_failures_their_footnotes() {
+        let issue = "vllm/entrypoints/openai/serving_chat.py: ChatCompletion | tool_choice none";
+        let a = report(vec![
+            case("tools.none", Status::Pass, None),
+            case("tools.required", Status::Pass, None),
+            case("schema.chat", Status::Spec, None),
+        ]);
+        let b = report(vec![
+            case("tools.none", Status::Fail, Some(issue)),
+            case("tools.required", Status::Fail, None),
+            case("schema.chat", Status::Pass, None),
+        ]);
+        let m = Matrix::new(&[("afm-serve".into(), a), ("vllm@0.32.0".into(), b)]);
+        let md = markdown(&m);
+        assert!(
+            md.contains("| `tools.none` the tools.none case | ✅ | ❌[^1] |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `tools.required` the tools.required case | ✅ | ❌ **new** |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `schema.chat` the schema.chat case | 🟡 | ✅ |"),
+            "{md}"
+        );
+        // The issue's pipe cannot end the footnote's line early.
+        assert!(md.contains("[^1]: `vllm@0.32.0`: vllm/entrypoints/openai/serving\\_chat.py: ChatCompletion \\| tool\\_choice none"), "{md}");
+        assert_eq!(
+            md.matches("\n## ").count(),
+            2,
+            "a heading per section: {md}"
+        );
+        assert!(
+            md.contains("| `vllm@0.32.0` | `smollm2` | 1 | 2 (1) | 0 | 0 | 0 |"),
+            "{md}"
+        );
+    }
+}
