@@ -47,7 +47,7 @@ impl Change {
             Change::StillFailing => "Still failing (pre-existing)",
             Change::NowSkipped => "Now skipped",
             Change::NowRunning => "No longer skipped",
-            Change::NowSpec => "Now off the published schema only (spec)",
+            Change::NowSpec => "Now spec (schema letter only)",
             Change::New => "New cases",
             Change::Removed => "Removed cases",
             Change::Unchanged => "Unchanged",
