@@ -141,25 +141,69 @@ fn anthropic(reading: Reading) -> &'static Spec {
     cell.get_or_init(|| Spec::load(ANTHROPIC, reading))
 }
 
+/// Required fields the official SDKs declare `Optional[T] = None` though
+/// the document gives them neither null nor a default, each with the
+/// declaration that says so.
+const SDK_OPTIONAL: &[(&str, &str)] = &[
+    // openai/types/responses/response_output_text.py:
+    // `logprobs: Optional[List[Logprob]] = None`.
+    ("OutputTextContent", "logprobs"),
+];
+
 /// The official SDKs' reading of the documents' schemas
 /// (`components.schemas`): openai-python and anthropic-sdk-python are
 /// generated from these documents, and every model allows fields of its
-/// own (`extra="allow"`), every property the schema leaves optional is
+/// own (`extra="allow"`); every property the schema leaves optional is
 /// `Optional[T] = None` (an explicit null reads as absent), and so is
-/// every required property whose schema admits null (leaving it out reads
-/// as null).
+/// every required property whose schema admits null or has a default
+/// (leaving it out reads as null); plus [`SDK_OPTIONAL`]. An error's
+/// `code` may be a number: openai-python's `APIError` reads it with
+/// `str(code)` (openai/_exceptions.py).
 fn tolerant(components: &mut Value) {
-    if let Some(Value::Object(schemas)) = components.get_mut("schemas") {
-        schemas.values_mut().for_each(tolerant_schema);
+    let Some(Value::Object(schemas)) = components.get_mut("schemas") else {
+        return;
+    };
+    let all = schemas.clone();
+    for (name, schema) in schemas.iter_mut() {
+        for (_, field) in SDK_OPTIONAL.iter().filter(|(s, _)| s == name) {
+            if let Some(Value::Array(required)) = schema.get_mut("required") {
+                required.retain(|r| r != field);
+            }
+            if let Some(property) = schema.pointer_mut(&format!("/properties/{field}")) {
+                allow_null(property, &all);
+            }
+        }
+        tolerant_schema(schema, &all);
+    }
+    if let Some(code) = schemas
+        .get_mut("Error")
+        .and_then(|e| e.pointer_mut("/properties/code"))
+    {
+        let original = std::mem::take(code);
+        *code = json!({"anyOf": [original, {"type": "integer"}]});
     }
 }
 
 /// [`tolerant`] on one schema and the schemas inside it (walked by
-/// keyword, so a property named like a keyword is never read as one).
-fn tolerant_schema(schema: &mut Value) {
+/// keyword, so a property named like a keyword is never read as one);
+/// `all` resolves `$ref`s. A `oneOf` becomes an `anyOf`: the SDKs' unions
+/// take the member the `type` names (or the first that fits) and never
+/// ask that no other would, and a reading this lenient can fit two.
+fn tolerant_schema(schema: &mut Value, all: &serde_json::Map<String, Value>) {
     let Value::Object(map) = schema else { return };
     if map.get("additionalProperties") == Some(&Value::Bool(false)) {
         map.remove("additionalProperties");
+    }
+    if let Some(members) = map.remove("oneOf") {
+        match map.contains_key("anyOf") {
+            false => drop(map.insert("anyOf".into(), members)),
+            true => map
+                .entry("allOf")
+                .or_insert_with(|| json!([]))
+                .as_array_mut()
+                .expect("allOf is an array")
+                .push(json!({ "anyOf": members })),
+        }
     }
     let required: Vec<String> = map
         .get("required")
@@ -174,11 +218,11 @@ fn tolerant_schema(schema: &mut Value) {
     if let Some(Value::Object(props)) = map.get_mut("properties") {
         for (name, property) in props.iter_mut() {
             if !required.contains(name) {
-                allow_null(property);
-            } else if admits_null(property) {
+                allow_null(property, all);
+            } else if admits_null(property, all) || property.get("default").is_some() {
                 now_optional.push(name.clone());
             }
-            tolerant_schema(property);
+            tolerant_schema(property, all);
         }
     }
     if let Some(Value::Array(r)) = map.get_mut("required") {
@@ -186,22 +230,31 @@ fn tolerant_schema(schema: &mut Value) {
     }
     for key in ["items", "additionalProperties", "not"] {
         if let Some(inner) = map.get_mut(key) {
-            tolerant_schema(inner);
+            tolerant_schema(inner, all);
         }
     }
     for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
         if let Some(Value::Array(members)) = map.get_mut(key) {
-            members.iter_mut().for_each(tolerant_schema);
+            members.iter_mut().for_each(|m| tolerant_schema(m, all));
         }
     }
 }
 
 /// Whether a property's schema takes null (a `null` type, or a null
-/// member of its union), as the extractor writes OpenAPI's `nullable`.
-fn admits_null(schema: &Value) -> bool {
+/// member of its union, here or behind a `$ref`), as the extractor writes
+/// OpenAPI's `nullable`.
+fn admits_null(schema: &Value, all: &serde_json::Map<String, Value>) -> bool {
     let null_type =
         |t: &Value| t == "null" || t.as_array().is_some_and(|a| a.contains(&json!("null")));
-    null_type(&schema["type"])
+    let referenced = schema["$ref"]
+        .as_str()
+        .and_then(|r| r.rsplit('/').next())
+        .and_then(|name| all.get(name))
+        // One step: the documents' nullable components are unions of
+        // their own, never a reference to another reference.
+        .is_some_and(|target| admits_null(&strip_ref(target), all));
+    referenced
+        || null_type(&schema["type"])
         || ["anyOf", "oneOf"].iter().any(|k| {
             schema[*k]
                 .as_array()
@@ -209,9 +262,18 @@ fn admits_null(schema: &Value) -> bool {
         })
 }
 
+/// A schema without its own `$ref`, so [`admits_null`] follows one step.
+fn strip_ref(schema: &Value) -> Value {
+    let mut s = schema.clone();
+    if let Value::Object(m) = &mut s {
+        m.remove("$ref");
+    }
+    s
+}
+
 /// Makes a property's schema take null too.
-fn allow_null(schema: &mut Value) {
-    if admits_null(schema) {
+fn allow_null(schema: &mut Value, all: &serde_json::Map<String, Value>) {
+    if admits_null(schema, all) {
         return;
     }
     let original = std::mem::take(schema);
