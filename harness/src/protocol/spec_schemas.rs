@@ -119,26 +119,22 @@ enum Reading {
     Sdk,
 }
 
-fn openai(reading: Reading) -> &'static Spec {
-    static LETTER: OnceLock<Spec> = OnceLock::new();
-    static SDK: OnceLock<Spec> = OnceLock::new();
-    let cell = if reading == Reading::Letter {
-        &LETTER
-    } else {
-        &SDK
-    };
-    cell.get_or_init(|| Spec::load(OPENAI, reading))
+/// The vendors whose documents are compiled in.
+#[derive(Clone, Copy)]
+enum Vendor {
+    OpenAi,
+    Anthropic,
 }
 
-fn anthropic(reading: Reading) -> &'static Spec {
-    static LETTER: OnceLock<Spec> = OnceLock::new();
-    static SDK: OnceLock<Spec> = OnceLock::new();
-    let cell = if reading == Reading::Letter {
-        &LETTER
-    } else {
-        &SDK
+/// A vendor's document in one reading, compiled on first use.
+fn spec(vendor: Vendor, reading: Reading) -> &'static Spec {
+    static SPECS: [OnceLock<Spec>; 4] = [const { OnceLock::new() }; 4];
+    let (text, v) = match vendor {
+        Vendor::OpenAi => (OPENAI, 0),
+        Vendor::Anthropic => (ANTHROPIC, 2),
     };
-    cell.get_or_init(|| Spec::load(ANTHROPIC, reading))
+    let r = usize::from(reading == Reading::Sdk);
+    SPECS[v + r].get_or_init(|| Spec::load(text, reading))
 }
 
 /// Required fields the official SDKs declare `Optional[T] = None` though
@@ -283,7 +279,10 @@ fn allow_null(schema: &mut Value, all: &serde_json::Map<String, Value>) {
 /// The spec and operation an exchange's path belongs to.
 fn operation(ex: &Exchange, reading: Reading) -> Option<(&'static Spec, &'static str)> {
     let path = ex.path.split('?').next().unwrap_or_default();
-    let (openai, anthropic) = (openai(reading), anthropic(reading));
+    let (openai, anthropic) = (
+        spec(Vendor::OpenAi, reading),
+        spec(Vendor::Anthropic, reading),
+    );
     let op = match path.trim_end_matches('/') {
         p if p.ends_with("/chat/completions") => (openai, "chat"),
         p if p.ends_with("/completions") => (openai, "completions"),
