@@ -126,87 +126,69 @@ fn report_with(report: &Report, limits: &Limits) -> String {
         );
     }
 
-    let known: Vec<&CaseResult> = report
-        .cases
-        .iter()
-        .filter(|c| c.status.failed() && c.known_issue.is_some())
-        .collect();
-    if !known.is_empty() {
-        open_details(&mut out, &format!("Known failures ({})", known.len()));
-        let rows = known.iter().map(|c| {
-            format!(
-                "| {} | {} | {} |\n",
-                code(&c.id),
-                c.status.as_str(),
-                cell(c.known_issue.as_deref().unwrap_or_default(), limits.cell)
-            )
-        });
-        let head = "| case | status | known issue |\n|---|---|---|\n";
-        write_rows(
-            &mut out,
-            head,
-            known.len(),
-            rows,
-            Some(limits.items),
-            limits,
-        );
-        close_details(&mut out);
-    }
-
-    let spec: Vec<&CaseResult> = report
-        .cases
-        .iter()
-        .filter(|c| c.status == Status::Spec)
-        .collect();
-    if !spec.is_empty() {
-        let title = format!(
-            "Off the published schema only, accepted by the official SDKs ({})",
-            spec.len()
-        );
-        open_details(&mut out, &title);
-        let rows = spec
-            .iter()
-            .map(|c| failure_rows(&c.id, &c.name, "spec", &c.failures, None, limits));
-        write_rows(
-            &mut out,
-            FAILURE_HEAD,
-            spec.len(),
-            rows,
-            Some(limits.items),
-            limits,
-        );
-        close_details(&mut out);
-    }
-
-    let skipped: Vec<&CaseResult> = report
-        .cases
-        .iter()
-        .filter(|c| c.status == Status::Skip)
-        .collect();
-    if !skipped.is_empty() {
-        open_details(&mut out, &format!("Skipped ({})", skipped.len()));
-        let rows = skipped.iter().map(|c| {
-            format!(
-                "| {} | {} |\n",
-                code(&c.id),
-                cell(
-                    c.reason.as_deref().unwrap_or("no reason given"),
-                    limits.cell
-                )
-            )
-        });
-        let head = "| case | reason |\n|---|---|\n";
-        write_rows(
-            &mut out,
-            head,
-            skipped.len(),
-            rows,
-            Some(limits.items),
-            limits,
-        );
-        close_details(&mut out);
-    }
+    let known = |c: &&CaseResult| c.status.failed() && c.known_issue.is_some();
+    folded(
+        &mut out,
+        report,
+        "Known failures",
+        known,
+        limits,
+        |c| {
+            let issue = cell(c.known_issue.as_deref().unwrap_or_default(), limits.cell);
+            format!("| {} | {} | {issue} |\n", code(&c.id), c.status.as_str())
+        },
+        "| case | status | known issue |\n|---|---|---|\n",
+    );
+    let title = "Off the published schema only, accepted by the official SDKs";
+    let spec = |c: &&CaseResult| c.status == Status::Spec;
+    folded(
+        &mut out,
+        report,
+        title,
+        spec,
+        limits,
+        |c| failure_rows(&c.id, &c.name, "spec", &c.failures, None, limits),
+        FAILURE_HEAD,
+    );
+    let skipped = |c: &&CaseResult| c.status == Status::Skip;
+    folded(
+        &mut out,
+        report,
+        "Skipped",
+        skipped,
+        limits,
+        |c| {
+            let reason = cell(
+                c.reason.as_deref().unwrap_or("no reason given"),
+                limits.cell,
+            );
+            format!("| {} | {reason} |\n", code(&c.id))
+        },
+        "| case | reason |\n|---|---|\n",
+    );
     out
+}
+
+/// The cases `which` selects, as a table (`head`, one `row` each, capped)
+/// folded into a `<details>` block titled with their count; nothing when
+/// none.
+fn folded<'a>(
+    out: &mut String,
+    report: &'a Report,
+    title: &str,
+    which: impl Fn(&&'a CaseResult) -> bool,
+    limits: &Limits,
+    row: impl Fn(&CaseResult) -> String,
+    head: &str,
+) {
+    let cases: Vec<&CaseResult> = report.cases.iter().filter(which).collect();
+    if cases.is_empty() {
+        return;
+    }
+    open_details(out, &format!("{title} ({})", cases.len()));
+    let rows = cases.iter().map(|c| row(c));
+    write_rows(out, head, cases.len(), rows, Some(limits.items), limits);
+    close_details(out);
 }
 
 fn diff_with(diff: &Diff, limits: &Limits) -> String {
