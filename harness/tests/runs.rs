@@ -86,24 +86,59 @@ fn a_wrong_model_fails_the_cases_and_a_matrix_shows_both_columns() {
     assert!(report.unexplained_failures() >= 2, "{:?}", report.summary);
 
     let file = out.join("matrix.toml");
-    std::fs::write(
-        &file,
+    let plan = |url: &str, known: &str| {
         format!(
             "tier = \"smoke\"\nsections = [\"preflight\"]\n\
              [[target]]\nname = \"right\"\nurl = \"{url}\"\n\
-             [[target]]\nname = \"wrong\"\nurl = \"{url}\"\nmodel = \"other\"\n"
-        ),
-    )
-    .unwrap();
-    let m = matrix::run(&file, &out.join("matrix"), Arc::new(Quiet)).unwrap();
+             [[target]]\nname = \"wrong\"\nversion = \"1.2\"\nurl = \"{url}\"\nmodel = \"other\"\n{known}\
+             [[unavailable]]\nname = \"far\"\nwhy = \"needs a GPU\"\n"
+        )
+    };
+    std::fs::write(&file, plan(&url, "")).unwrap();
+    let m = matrix::run(&file, &out.join("matrix"), false, Arc::new(Quiet)).unwrap();
     let names: Vec<&str> = m.columns.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["right", "wrong"]);
     assert_eq!(m.columns[0].1.unexplained_failures(), 0);
     assert!(m.columns[1].1.unexplained_failures() >= 2);
+    assert_eq!(m.matrix.columns[1].label, "wrong@1.2");
     assert!(out.join("matrix/matrix.html").is_file());
     let page = std::fs::read_to_string(out.join("matrix/matrix.md")).unwrap();
     assert!(page.contains("| `preflight.chat` "), "{page}");
-    assert!(out.join("matrix/wrong/report.json").is_file());
+    assert!(page.contains("`wrong@1.2`"), "{page}");
+    assert!(page.contains("| `far` | needs a GPU |"), "{page}");
+    assert!(out.join("matrix/wrong@1.2/report.json").is_file());
+
+    // Attributing the failures afterwards needs no server: --reuse reads
+    // the reports back (the url now points nowhere) and grades them anew.
+    let failing: Vec<String> = m.columns[1]
+        .1
+        .cases
+        .iter()
+        .filter(|c| c.status.failed())
+        .map(|c| {
+            format!(
+                "[[known]]\nid = \"{}\"\nissue = \"served under another name\"\n",
+                c.id
+            )
+        })
+        .collect();
+    std::fs::write(out.join("wrong.known.toml"), failing.concat()).unwrap();
+    std::fs::write(
+        &file,
+        plan(
+            "http://127.0.0.1:1",
+            "known_failures = \"wrong.known.toml\"\n",
+        ),
+    )
+    .unwrap();
+    let again = matrix::run(&file, &out.join("matrix"), true, Arc::new(Quiet)).unwrap();
+    assert_eq!(again.columns[1].1.unexplained_failures(), 0);
+    assert_eq!(
+        again.columns[1].1.summary.fail, m.columns[1].1.summary.fail,
+        "the same results, only attributed"
+    );
+    let page = std::fs::read_to_string(out.join("matrix/matrix.md")).unwrap();
+    assert!(page.contains("served under another name"), "{page}");
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -71,6 +71,10 @@ enum Command {
         /// Where each target's report and matrix.{json,html} go.
         #[arg(long, default_value = "afm-test-matrix")]
         out: PathBuf,
+        /// Targets whose report is already in --out are not run again:
+        /// their failures are attributed anew from the known-failures files.
+        #[arg(long)]
+        reuse: bool,
     },
 }
 
@@ -98,10 +102,12 @@ fn main() -> ExitCode {
             known_failures,
             DiffOptions { allow_skips },
         ),
-        Some(Command::Matrix { file, out }) => matrix::run(&file, &out, Progress::new()).map(|m| {
-            print!("{}", m.matrix.text());
-            exit_code(m.columns.iter().any(|(_, r)| r.unexplained_failures() > 0))
-        }),
+        Some(Command::Matrix { file, out, reuse }) => {
+            matrix::run(&file, &out, reuse, Progress::new()).map(|m| {
+                print!("{}", m.matrix.text());
+                exit_code(m.columns.iter().any(|(_, r)| r.unexplained_failures() > 0))
+            })
+        }
     };
     result.unwrap_or_else(|e| {
         eprintln!("afm-test: error: {e:#}");

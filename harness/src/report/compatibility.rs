@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::report::markdown::{cell, code};
-use crate::report::matrix::{Cell, Matrix};
+use crate::report::matrix::{label, Cell, Matrix};
 use crate::report::Status;
 
 /// The legend's symbols, one per grade.
@@ -23,6 +23,12 @@ fn symbol(c: &Cell) -> &'static str {
     }
 }
 
+/// A wall time as minutes and seconds.
+fn minutes(seconds: f64) -> String {
+    let s = seconds.round() as u64;
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
 /// The page: legend, a table of counts per server, then one table per
 /// section, then the footnotes.
 pub fn markdown(m: &Matrix) -> String {
@@ -33,22 +39,37 @@ pub fn markdown(m: &Matrix) -> String {
          published schema only, in ways the official SDKs accept: `docs/grading.md`) · \
          ⚠️ error · ⏭ skip (refused by name, or declared absent) · — not run.\n\n",
     );
-    out.push_str("| server | model | pass | fail (attributed) | spec | errors | skipped |\n");
-    out.push_str("|---|---|---:|---:|---:|---:|---:|\n");
+    out.push_str(
+        "| server | model | pass | fail (attributed) | spec | fail before grading | errors | skipped | wall |\n",
+    );
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for c in &m.columns {
         let s = c.summary;
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} ({}) | {} | {} | {} |",
-            code(&c.name),
+            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} |",
+            code(&c.label),
             code(&c.model),
             s.pass,
             s.fail,
             s.known,
             s.spec,
+            c.failed_ungraded(),
             s.error,
-            s.skip
+            s.skip,
+            minutes(c.wall_seconds)
         );
+    }
+    out.push_str(
+        "\n*fail before grading*: what the column failed when every deviation from the \
+         published schema was a failure (fail + spec).\n",
+    );
+    if !m.unavailable.is_empty() {
+        out.push_str("\n## Not runnable here\n\n| server | why |\n|---|---|\n");
+        for u in &m.unavailable {
+            let name = label(&u.name, u.version.as_deref());
+            let _ = writeln!(out, "| {} | {} |", code(&name), cell(&u.why, 600));
+        }
     }
     out.push('\n');
     // One footnote per (server, issue), numbered in order of appearance.
@@ -60,13 +81,24 @@ pub fn markdown(m: &Matrix) -> String {
             section = &row.section;
             let _ = write!(out, "\n## {}\n\n| case |", cell(section, 80));
             for c in &m.columns {
-                let _ = write!(out, " {} |", code(&c.name));
+                let _ = write!(out, " {} |", code(&c.label));
             }
             out.push_str("\n|---|");
             out.push_str(&"---|".repeat(m.columns.len()));
             out.push('\n');
         }
-        let _ = write!(out, "| {} {} |", code(&row.id), cell(&row.name, 100));
+        let seeds = if row.seeds.is_empty() {
+            String::new()
+        } else {
+            format!(" (seed {})", row.seeds.join(", "))
+        };
+        let _ = write!(
+            out,
+            "| {} {}{} |",
+            code(&row.id),
+            cell(&row.name, 100),
+            seeds
+        );
         for (k, c) in row.cells.iter().enumerate() {
             let Some(c) = c else {
                 out.push_str(" — |");
@@ -93,7 +125,7 @@ pub fn markdown(m: &Matrix) -> String {
             out,
             "[^{}]: {}: {}",
             n + 1,
-            code(&m.columns[*k].name),
+            code(&m.columns[*k].label),
             cell(issue, 600)
         );
     }
@@ -171,7 +203,7 @@ mod tests {
             "a heading per section: {md}"
         );
         assert!(
-            md.contains("| `vllm@0.32.0` | `smollm2` | 1 | 2 (1) | 0 | 0 | 0 |"),
+            md.contains("| `vllm@0.32.0` | `smollm2` | 1 | 2 (1) | 0 | 2 | 0 | 0 | 0:00 |"),
             "{md}"
         );
     }

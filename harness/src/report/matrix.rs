@@ -21,18 +21,23 @@
 //! [[target]]
 //! name = "in-process"               # neither url nor server: the engine
 //! model = "smollm2"
+//! version = "0.9.0"                 # optional: shown as in-process@0.9.0
+//!
+//! [[unavailable]]                   # a server listed, not run, and why
+//! name = "sglang"
+//! why = "its CPU build needs a CUDA-only wheel"
 //! ```
 //!
 //! Paths in the file are relative to the file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::report::{write_json, Report, Status, Summary};
+use crate::report::{write_json, CaseResult, Report, Status, Summary};
 use crate::suite::Tier;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -48,12 +53,28 @@ pub struct MatrixFile {
     pub suites: Option<PathBuf>,
     #[serde(rename = "target")]
     pub targets: Vec<MatrixTarget>,
+    /// Servers that belong in the matrix but cannot run here.
+    #[serde(default, rename = "unavailable")]
+    pub unavailable: Vec<Unavailable>,
+}
+
+/// A server listed with the reason it has no column.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unavailable {
+    pub name: String,
+    #[serde(default)]
+    pub version: Option<String>,
+    pub why: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MatrixTarget {
     pub name: String,
+    /// The server's version, shown beside its name.
+    #[serde(default)]
+    pub version: Option<String>,
     #[serde(default)]
     pub tier: Option<Tier>,
     #[serde(default)]
@@ -117,14 +138,107 @@ impl MatrixFile {
     }
 }
 
+/// The API a request path belongs to.
+fn protocol(path: &str) -> Option<String> {
+    let p = path.split('?').next().unwrap_or(path);
+    let name = if p.ends_with("/chat/completions") {
+        "chat"
+    } else if p.ends_with("/completions") {
+        "completions"
+    } else if p.contains("/messages") {
+        "messages"
+    } else if p.contains("/responses") {
+        "responses"
+    } else if p.ends_with("/models") {
+        "models"
+    } else {
+        return None;
+    };
+    Some(name.to_string())
+}
+
+/// A cell's evidence: its failed checks, then what each request got.
+fn evidence(c: &CaseResult) -> Vec<String> {
+    const CUT: usize = 400;
+    let cut = |s: String| {
+        if s.chars().count() > CUT {
+            format!("{}…", s.chars().take(CUT).collect::<String>())
+        } else {
+            s
+        }
+    };
+    let mut out: Vec<String> = c
+        .failures
+        .iter()
+        .map(|f| {
+            cut(format!(
+                "{} ({}): expected {}; got {}",
+                f.check,
+                if f.grade.breaks() { "fail" } else { "spec" },
+                f.expected,
+                f.actual
+            ))
+        })
+        .collect();
+    if let Some(r) = &c.reason {
+        out.push(cut(r.clone()));
+    }
+    for s in &c.steps {
+        let mut line = format!(
+            "{} {}{} -> {}",
+            if s.request.is_null() { "GET" } else { "POST" },
+            s.path,
+            if s.streamed { " (stream)" } else { "" },
+            s.status
+        );
+        if let Some(e) = &s.transport_error {
+            line.push_str(&format!(": {e}"));
+        } else if s.status >= 400 {
+            if let Some(b) = &s.body {
+                line.push_str(&format!(": {b}"));
+            }
+        }
+        out.push(cut(line));
+    }
+    out
+}
+
 /// One column: a target and how its run went.
 #[derive(Debug, Clone, Serialize)]
 pub struct Column {
     pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `name@version` (the name alone without a version): the column's
+    /// heading and its report's folder, so each version keeps its own.
+    pub label: String,
     pub target: String,
     pub model: String,
     pub flags: Vec<String>,
     pub summary: Summary,
+    pub wall_seconds: f64,
+}
+
+/// `name@version`, or the name alone.
+pub fn label(name: &str, version: Option<&str>) -> String {
+    match version {
+        Some(v) => format!("{name}@{v}"),
+        None => name.to_string(),
+    }
+}
+
+impl MatrixTarget {
+    pub fn label(&self) -> String {
+        label(&self.name, self.version.as_deref())
+    }
+}
+
+impl Column {
+    /// What the column would fail before grading told `spec` apart:
+    /// every deviation was a failure.
+    pub fn failed_ungraded(&self) -> usize {
+        self.summary.fail + self.summary.spec
+    }
 }
 
 /// One row: a case and its status on each target (None: not run there).
@@ -133,6 +247,11 @@ pub struct Row {
     pub id: String,
     pub name: String,
     pub section: String,
+    /// The seeds (bug reports) the case reproduces.
+    pub seeds: Vec<String>,
+    /// The APIs its requests reach (chat, completions, messages,
+    /// responses, models), from the paths any server was sent.
+    pub protocols: Vec<String>,
     pub cells: Vec<Option<Cell>>,
 }
 
@@ -145,6 +264,9 @@ pub struct Cell {
     /// The known issue its failure is attributed to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub issue: Option<String>,
+    /// What the server did: each failed check, then each request's path,
+    /// status and (for errors) body, cut short.
+    pub evidence: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -152,18 +274,34 @@ pub struct Matrix {
     pub format: String,
     pub columns: Vec<Column>,
     pub rows: Vec<Row>,
+    pub unavailable: Vec<Unavailable>,
 }
 
 impl Matrix {
     pub fn new(runs: &[(String, Report)]) -> Matrix {
-        let mut order: Vec<(String, String, String)> = Vec::new();
+        struct Meta {
+            name: String,
+            section: String,
+            seeds: Vec<String>,
+            protocols: BTreeSet<String>,
+        }
+        let mut order: Vec<String> = Vec::new();
+        let mut meta: BTreeMap<String, Meta> = BTreeMap::new();
         let mut cells: BTreeMap<String, Vec<Option<Cell>>> = BTreeMap::new();
         for (k, (_, report)) in runs.iter().enumerate() {
             for c in &report.cases {
                 let row = cells.entry(c.id.clone()).or_insert_with(|| {
-                    order.push((c.id.clone(), c.name.clone(), c.section.clone()));
+                    order.push(c.id.clone());
                     vec![None; runs.len()]
                 });
+                let m = meta.entry(c.id.clone()).or_insert_with(|| Meta {
+                    name: c.name.clone(),
+                    section: c.section.clone(),
+                    seeds: c.seeds.clone(),
+                    protocols: BTreeSet::new(),
+                });
+                m.protocols
+                    .extend(c.steps.iter().filter_map(|s| protocol(&s.path)));
                 let note = c.reason.clone().or_else(|| {
                     c.failures
                         .first()
@@ -174,30 +312,52 @@ impl Matrix {
                     note,
                     known: c.known_issue.is_some(),
                     issue: c.known_issue.clone(),
+                    evidence: evidence(c),
                 });
             }
         }
         Matrix {
-            format: "afm-test-matrix/1".into(),
+            format: "afm-test-matrix/2".into(),
             columns: runs
                 .iter()
                 .map(|(name, r)| Column {
                     name: name.clone(),
+                    version: None,
+                    label: name.clone(),
                     target: r.run.target.clone(),
                     model: r.run.model.clone(),
                     flags: r.run.server_flags.clone(),
                     summary: r.summary,
+                    wall_seconds: r.run.wall_seconds,
                 })
                 .collect(),
             rows: order
                 .into_iter()
-                .map(|(id, name, section)| Row {
-                    cells: cells.remove(&id).unwrap_or_default(),
-                    id,
-                    name,
-                    section,
+                .map(|id| {
+                    let m = meta.remove(&id).expect("every row has its case");
+                    let mut protocols: Vec<String> = m.protocols.into_iter().collect();
+                    if protocols.is_empty() {
+                        // Run nowhere (skipped on every server): its section
+                        // names the API where it is one.
+                        protocols.push(
+                            match m.section.as_str() {
+                                "messages" | "responses" => m.section.as_str(),
+                                _ => "chat",
+                            }
+                            .to_string(),
+                        );
+                    }
+                    Row {
+                        cells: cells.remove(&id).unwrap_or_default(),
+                        id,
+                        name: m.name,
+                        section: m.section,
+                        seeds: m.seeds,
+                        protocols,
+                    }
                 })
                 .collect(),
+            unavailable: Vec::new(),
         }
     }
 
@@ -210,7 +370,7 @@ impl Matrix {
         let mut out = String::new();
         let _ = write!(out, "{:<44}", "case");
         for c in &self.columns {
-            let _ = write!(out, " {:<14}", c.name);
+            let _ = write!(out, " {:<14}", c.label);
         }
         out.push('\n');
         for r in &self.rows {
@@ -231,9 +391,12 @@ impl Matrix {
             let s = c.summary;
             let _ = writeln!(
                 out,
-                "{}: {} passed, {} failed ({} known), {} spec, {} errors, {} skipped",
-                c.name, s.pass, s.fail, s.known, s.spec, s.error, s.skip
+                "{}: {} passed, {} failed ({} known), {} spec, {} errors, {} skipped in {:.0} s",
+                c.label, s.pass, s.fail, s.known, s.spec, s.error, s.skip, c.wall_seconds
             );
+        }
+        for u in &self.unavailable {
+            let _ = writeln!(out, "{}: not runnable here ({})", u.name, u.why);
         }
         out
     }

