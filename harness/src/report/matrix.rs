@@ -302,9 +302,12 @@ impl Matrix {
                 });
                 m.protocols
                     .extend(c.steps.iter().filter_map(|s| protocol(&s.path)));
+                // The first failure that breaks clients says most.
                 let note = c.reason.clone().or_else(|| {
                     c.failures
-                        .first()
+                        .iter()
+                        .find(|f| f.grade.breaks())
+                        .or(c.failures.first())
                         .map(|f| format!("{}: expected {}; got {}", f.check, f.expected, f.actual))
                 });
                 row[k] = Some(Cell {

@@ -9,7 +9,10 @@ use crate::protocol::dialect::Dialect;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 
-/// Surrounding whitespace is allowed.
+/// Surrounding whitespace is allowed. A reply cut at its token limit
+/// passes when what came is JSON so far: the server kept to the format,
+/// and OpenAI's own docs say such content "may be partially cut off". The
+/// length of a small model's answer is not the server's to judge.
 pub(super) fn valid(r: &Reply) -> Outcome {
     parse(r).map(|_| ())
 }
@@ -21,13 +24,30 @@ pub(super) fn schema(ex: &Exchange, r: &Reply, schema: Option<&Value>) -> Outcom
         .cloned()
         .or_else(|| Dialect::of(ex).output_schema(&ex.request))
         .ok_or(("a schema".into(), "none in the case or request".into()))?;
-    let value = parse(r)?;
-    schema_errors(&schema, &value)
+    match parse(r)? {
+        Some(value) => schema_errors(&schema, &value),
+        // Cut at the limit: a value cannot be held against a schema whole.
+        None => Ok(()),
+    }
 }
 
-fn parse(r: &Reply) -> Result<Value, (String, String)> {
-    serde_json::from_str(r.content.trim())
-        .map_err(|e| ("valid JSON".into(), format!("{e}: {}", clip(&r.content))))
+/// The content as one JSON value; `None` when it is a cut prefix of one
+/// and the reply stopped at its token limit.
+fn parse(r: &Reply) -> Result<Option<Value>, (String, String)> {
+    let text = r.content.trim();
+    match serde_json::from_str(text) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_eof() && !text.is_empty() && cut_at_limit(r) => Ok(None),
+        Err(e) => Err(("valid JSON".into(), format!("{e}: {}", clip(&r.content)))),
+    }
+}
+
+/// The reply ended at its token limit, in any protocol's words.
+fn cut_at_limit(r: &Reply) -> bool {
+    matches!(
+        r.finish_reason.as_deref(),
+        Some("length" | "max_tokens" | "max_output_tokens")
+    )
 }
 
 /// Every way `value` breaks `schema`, with where.
@@ -47,7 +67,7 @@ pub(super) fn schema_errors(schema: &Value, value: &Value) -> Outcome {
 mod tests {
     use serde_json::json;
 
-    use crate::suite::checks::fixtures::chat_reply;
+    use crate::suite::checks::fixtures::{chat_body, chat_reply};
     use crate::suite::checks::{check_one, Check};
 
     #[test]
@@ -61,6 +81,25 @@ mod tests {
             check_one(&Check::JsonValid, &fenced).unwrap_err().0,
             "valid JSON"
         );
+    }
+
+    #[test]
+    fn a_reply_cut_at_its_limit_passes_only_as_json_so_far() {
+        let cut = |content: &str, finish: &str| {
+            chat_body(json!({"choices": [{"message": {"content": content},
+                "finish_reason": finish}]}))
+        };
+        let prefix = "{\"name\": \"Tom\", \"looks\": {\"fur\": \"gr";
+        assert_eq!(check_one(&Check::JsonValid, &cut(prefix, "length")), Ok(()));
+        let schema = Check::JsonSchema {
+            schema: Some(json!({"type": "object"})),
+        };
+        assert_eq!(check_one(&schema, &cut(prefix, "length")), Ok(()));
+        // The same text said to be finished is broken JSON.
+        assert!(check_one(&Check::JsonValid, &cut(prefix, "stop")).is_err());
+        // Text that is no JSON prefix, or nothing at all, fails even when cut.
+        assert!(check_one(&Check::JsonValid, &cut("Sure! {\"name\"", "length")).is_err());
+        assert!(check_one(&Check::JsonValid, &cut("  ", "length")).is_err());
     }
 
     #[test]

@@ -4,8 +4,10 @@
 use crate::outcome::{ensure, Outcome};
 use crate::protocol::reply::Reply;
 
-/// Each token: a finite logprob <= 0, its bytes, and `top` alternatives.
-/// The failure tells an empty list from no logprobs at all.
+/// Each token: a finite logprob <= 0, its `bytes`, and `top` alternatives.
+/// The failure tells an empty list from no logprobs at all. `bytes` may be
+/// null: OpenAI's schema allows it ("no bytes representation") and the
+/// SDKs read it as None, so only a missing field fails.
 pub(super) fn logprobs(r: &Reply, top: usize) -> Outcome {
     ensure(!r.logprobs.is_empty(), "logprobs for the content", || {
         if r.logprobs_present {
@@ -21,9 +23,12 @@ pub(super) fn logprobs(r: &Reply, top: usize) -> Outcome {
             "logprob <= 0",
             || format!("token {k}: {}", t["logprob"]),
         )?;
-        ensure(t["bytes"].is_array(), "token bytes", || {
-            format!("token {k}: {t}")
-        })?;
+        let bytes = t.get("bytes");
+        ensure(
+            bytes.is_some_and(|b| b.is_array() || b.is_null()),
+            "token bytes",
+            || format!("token {k}: {t}"),
+        )?;
         let alts = t["top_logprobs"].as_array().map_or(0, Vec::len);
         ensure(alts == top, format!("{top} top_logprobs"), || {
             format!("token {k}: {alts}")
@@ -72,6 +77,10 @@ mod tests {
         bytesless.as_object_mut().unwrap().remove("bytes");
         let bytesless = with_logprobs(json!({"content": [bytesless]}));
         assert_eq!(check_one(&two, &bytesless).unwrap_err().0, "token bytes");
+        let mut null_bytes = token(-0.1);
+        null_bytes["bytes"] = Value::Null;
+        let null_bytes = with_logprobs(json!({"content": [null_bytes]}));
+        assert_eq!(check_one(&two, &null_bytes), Ok(()));
     }
 
     #[test]
