@@ -185,8 +185,11 @@ cp "$OUT/matrix.html" docs/compatibility.html
         [[ "$name" == afm-serve* ]] && continue
         grep -q "^name = \"$name\"$" "$PLAN" || continue
         grep -A1 "^name = \"$name\"$" "$PLAN" | grep -q "version = \"${label#*@}\"" || continue
-        # The newest other version of this server with a report here.
-        other="$(ls -dt "$OUT/$name@"*/ 2>/dev/null | grep -v "/$label/$" | head -1)"
+        # The version before this one with a report here (else the next).
+        versions="$(cd "$OUT" && ls -d "$name@"*/ 2>/dev/null | tr -d / | sort -V)"
+        other="$(printf '%s\n' "$versions" | grep -B1 -x "$label" | grep -vx "$label" | head -1)"
+        [ -n "$other" ] || other="$(printf '%s\n' "$versions" | grep -A1 -x "$label" | grep -vx "$label" | head -1)"
+        [ -n "$other" ] && other="$OUT/$other"
         [ -n "$other" ] && [ -f "$other/report.json" ] || continue
         "$AFM_TEST" diff "$other/report.json" "$dir/report.json" --summary "$OUT/changes-$name.md" >/dev/null || true
         changes+="\n### $name: $(basename "$other") → $label\n\n$(sed '1{/^#/d}' "$OUT/changes-$name.md")\n"
