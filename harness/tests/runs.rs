@@ -75,6 +75,39 @@ fn a_conformance_run_returns_its_report_and_writes_every_file() {
 }
 
 #[test]
+fn a_profile_route_sends_a_suite_path_where_the_server_serves_it() {
+    let url = routing_double::start();
+    let out = scratch("routes");
+    std::fs::create_dir_all(&out).unwrap();
+    let run = |routes: &str| {
+        let profile = out.join("profile.toml");
+        std::fs::write(&profile, format!("[routes]\n{routes}\n")).unwrap();
+        let args = ConformanceArgs {
+            profile: Some(profile),
+            ..preflight(&url, None, out.join("run"))
+        };
+        conformance::run(&args, Arc::new(Quiet)).unwrap()
+    };
+    let chat = |r: &afm_harness::report::Report| {
+        r.cases
+            .iter()
+            .find(|c| c.id == "preflight.chat")
+            .unwrap()
+            .clone()
+    };
+    // Chat sent elsewhere: the double has nothing there, so the case fails,
+    // and the report still names the suites' path.
+    let moved = chat(&run("\"/v1/chat\" = \"/elsewhere/chat\""));
+    assert_eq!(moved.status, Status::Fail);
+    assert_eq!(moved.steps[0].status, 404);
+    assert_eq!(moved.steps[0].path, "/v1/chat/completions");
+    // A route to where it is served changes nothing.
+    let same = chat(&run("\"/v1/chat\" = \"/v1/chat\""));
+    assert_eq!(same.status, Status::Pass);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
 fn a_wrong_model_fails_the_cases_and_a_matrix_shows_both_columns() {
     let url = routing_double::start();
     let out = scratch("wrong");

@@ -174,7 +174,7 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
             .absent
             .insert("batch_invariance".into(), reason.clone());
     }
-    let target = opened.target;
+    let target = opened.target.with_routes(&profile.routes);
     let requested_model = target.model().map(str::to_string);
     let nonce = runner::run_nonce();
     observer.note(&format!("{selected} cases against {}", target.describe()));

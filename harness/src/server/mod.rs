@@ -33,6 +33,9 @@ pub enum Target {
         /// that route by it (vLLM, AFM's multi-model mode, mlx-lm) refuse
         /// or misroute requests without it.
         model: Option<String>,
+        /// Path prefixes the suites use -> where this server serves them
+        /// (a profile's `[routes]`), longest first.
+        routes: Vec<(String, String)>,
     },
 }
 
@@ -120,7 +123,20 @@ impl Target {
             base: base.trim_end_matches('/').to_string(),
             api_key,
             model: None,
+            routes: Vec::new(),
         }
+    }
+
+    /// The same target, sending a request whose path starts with a key of
+    /// `routes` to that key's value instead (HTTP only). Reports keep the
+    /// suites' own paths, so checks read every protocol the same way.
+    pub fn with_routes(mut self, given: &BTreeMap<String, String>) -> Self {
+        #[allow(irrefutable_let_patterns)]
+        if let Target::Http { routes, .. } = &mut self {
+            *routes = given.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
+            routes.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
+        }
+        self
     }
 
     /// The same target, naming `model` in every request (HTTP only: the
@@ -205,10 +221,23 @@ impl Target {
         match self {
             #[cfg(feature = "engine")]
             Target::InProcess(t) => t.send(&out, key.as_deref(), body, start, &mut ex).await,
-            Target::Http { client, base, .. } => {
+            Target::Http {
+                client,
+                base,
+                routes,
+                ..
+            } => {
                 let method = reqwest::Method::from_bytes(out.method.as_bytes())
                     .unwrap_or(reqwest::Method::POST);
-                let mut req = client.request(method, format!("{base}{}", out.path));
+                let path = routes
+                    .iter()
+                    .find_map(|(from, to)| {
+                        out.path
+                            .strip_prefix(from.as_str())
+                            .map(|rest| format!("{to}{rest}"))
+                    })
+                    .unwrap_or_else(|| out.path.clone());
+                let mut req = client.request(method, format!("{base}{path}"));
                 if out.body.is_some() {
                     req = req.header("content-type", "application/json").body(body);
                 }

@@ -1,12 +1,15 @@
 //! A target profile: what the user knows of a server that probes should
 //! not decide (`--profile FILE`), such as a feature it documents as not
 //! supported. Absent capabilities turn their cases into SKIPs with the
-//! profile's reason; nothing else does.
+//! profile's reason; nothing else does. `[routes]` names where a server
+//! serves an API under another path, so it is tested, not skipped.
 //!
 //! ```toml
 //! assume = ["tools"]          # present without probing
 //! [absent]
 //! grammar = "documented: response_format is not supported"
+//! [routes]                    # the suites' path prefix = the server's
+//! "/v1/messages" = "/anthropic/v1/messages"
 //! ```
 
 use std::collections::BTreeMap;
@@ -25,6 +28,9 @@ pub struct Profile {
     /// Capability -> why it is absent.
     #[serde(default)]
     pub absent: BTreeMap<String, String>,
+    /// A path prefix the suites send to -> the server's own for it.
+    #[serde(default)]
+    pub routes: BTreeMap<String, String>,
 }
 
 impl Profile {
@@ -48,6 +54,11 @@ impl Profile {
     }
 
     fn check(&self) -> Result<()> {
+        for (from, to) in &self.routes {
+            if !from.starts_with('/') || !to.starts_with('/') {
+                bail!("route '{from}' = '{to}': both must be paths starting with /");
+            }
+        }
         for name in self.assume.iter().chain(self.absent.keys()) {
             if !capabilities::is_known(name) {
                 bail!(
