@@ -89,7 +89,7 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
-    column() { # NAME VERSION MODEL SERVER [KNOWN] [KEY] [TIER] [SECTIONS]
+    column() { # NAME VERSION MODEL SERVER [KNOWN] [KEY] [TIER] [SECTIONS] [PROFILE]
         if wanted "$1"; then
             [ -z "$ONLY" ] && [ -z "$FRESH" ] || rm -rf "${OUT:?}/$1@$2"
         elif [ ! -f "$OUT/$1@$2/report.json" ]; then
@@ -107,6 +107,7 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
         [ -z "${6:-}" ] || echo "api_key = \"$6\""
         [ -z "${7:-}" ] || echo "tier = \"$7\""
         [ -z "${8:-}" ] || echo "sections = $8"
+        [ -z "${9:-}" ] || echo "profile = \"$ROOT/interop/peers/profiles/$9\""
     }
     # afm-serve as users start it, and with the options its docs suggest.
     column afm-serve "$AFM" smollm2 "target/release/afm-serve --model {model} --port {port}"
@@ -133,14 +134,16 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
         "env HF_HUB_OFFLINE=1 $VLLM_MLX_BIN/vllm-mlx serve {model} --port {port} --enable-auto-tool-choice --tool-call-parser hermes --api-key $KEY" \
         vllm-mlx.known.toml "$KEY" "${VLLM_MLX_TIER:-smoke}"
     # Its model must be an absolute folder (a relative one is looked up on
-    # the model hub). Without the limits section: it accepts max_tokens
+    # the model hub); its Messages API is under /anthropic (the profile's
+    # route). Without the limits section: it accepts max_tokens
     # 100000000, generates past the stop string for as long as it is let,
     # and serves one request at a time, so that case's 600 s timeout is
     # followed by every later case waiting behind the runaway generation.
     column mlx-omni-server "$MLX_OMNI" "$ROOT/.cache/peers/smollm2-f32-tools" \
         "env HF_HUB_OFFLINE=1 $MLX_OMNI_BIN/mlx-omni-server --host 127.0.0.1 --port {port} --log-level warning" \
         mlx-omni-server.known.toml "" "" \
-        '["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode"]'
+        '["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode"]' \
+        mlx-omni-server.toml
     cat <<'EOF'
 
 [[unavailable]]
@@ -181,6 +184,10 @@ cp "$OUT/matrix.html" docs/compatibility.html
     echo "## How this page is made"
     echo
     echo "\`bash interop/peers/compatibility.sh\` ($TIER tier, $(date -u +%Y-%m-%d), this run's wall time $((WALL / 60)) min; a column read back from an earlier run keeps its own wall time above). Every server runs on the bundled SmolLM2-135M-Instruct: the GGUF for the llama.cpp servers, its float32 export (\`afm-serve convert --dtype f32\`) for the others, with the tools-aware ChatML template of \`$TEMPLATE\` where a server takes a template (a file, its text, or the model folder's tokenizer_config.json). Known failures: \`baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version."
+    echo
+    echo "Scope: every column runs the $TIER tier (96 cases), except vllm-mlx (smoke tier, 21 cases: it generated at 0.5-2.6 tokens/s here, serves one request at a time and ignores stop strings in whole replies) and mlx-omni-server (every section but limits: it accepts \\`max_tokens: 100000000\\`, generates past the stop string until the 600 s request timeout and serves nothing else meanwhile, so every later case waited; that case is an ERROR of 600 s in a run with the section). mlx-omni-server's Messages cases go to \\`/anthropic/v1/messages\\`, where it serves them (\\`interop/peers/profiles/mlx-omni-server.toml\\`)."
+    echo
+    echo "The columns' wall times add up to $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); t=sum(c["wall_seconds"] for c in m["columns"]); print(f"{t/60:.0f} min")' "$OUT/matrix.json") (each column's own run, start-up included; installs not counted)."
     echo
     echo "| peer | installed | disk |"
     echo "|---|---|---:|"
