@@ -176,9 +176,11 @@ WALL=$(( $(date +%s) - START ))
 # The page: afm-test's matrix, then the disk each peer takes, then what
 # changed where an earlier version of a server has a report here.
 PAGE=docs/compatibility.md
-cp "$OUT/matrix.md" "$PAGE"
-cp "$OUT/matrix.json" docs/compatibility.json
-cp "$OUT/matrix.html" docs/compatibility.html
+# Published with paths relative to the checkout (mlx-omni-server is given
+# its model as an absolute folder, and servers' error bodies quote paths).
+for f in md json html; do
+    sed "s#$ROOT/##g" "$OUT/matrix.$f" > "docs/compatibility.$f"
+done
 {
     echo
     echo "## How this page is made"
@@ -202,9 +204,9 @@ cp "$OUT/matrix.html" docs/compatibility.html
         grep -q "^name = \"$name\"$" "$PLAN" || continue
         grep -A1 "^name = \"$name\"$" "$PLAN" | grep -q "version = \"${label#*@}\"" || continue
         # The version before this one with a report here (else the next).
-        versions="$(cd "$OUT" && ls -d "$name@"*/ 2>/dev/null | tr -d / | sort -V)"
-        other="$(printf '%s\n' "$versions" | grep -B1 -x "$label" | grep -vx "$label" | head -1)"
-        [ -n "$other" ] || other="$(printf '%s\n' "$versions" | grep -A1 -x "$label" | grep -vx "$label" | head -1)"
+        versions="$(cd "$OUT" && ls -d "$name@"*/ | tr -d / | sort -V)"
+        other="$(printf '%s\n' "$versions" | grep -B1 -x "$label" | grep -vx "$label" | head -1 || true)"
+        [ -n "$other" ] || other="$(printf '%s\n' "$versions" | grep -A1 -x "$label" | grep -vx "$label" | head -1 || true)"
         [ -n "$other" ] && other="$OUT/$other"
         [ -n "$other" ] && [ -f "$other/report.json" ] || continue
         "$AFM_TEST" diff "$other/report.json" "$dir/report.json" --summary "$OUT/changes-$name.md" >/dev/null || true
