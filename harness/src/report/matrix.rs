@@ -38,6 +38,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::protocol::dialect::Dialect;
 use crate::report::{write_json, CaseResult, Report, Status, Summary};
 use crate::suite::Tier;
 
@@ -143,21 +144,17 @@ impl MatrixFile {
     }
 }
 
-/// The API a request path belongs to.
+/// The API a request path belongs to: the dialect that reads it, and
+/// within OpenAI's which endpoint.
 fn protocol(path: &str) -> Option<String> {
     let p = path.split('?').next().unwrap_or(path);
-    let name = if p.ends_with("/chat/completions") {
-        "chat"
-    } else if p.ends_with("/completions") {
-        "completions"
-    } else if p.contains("/messages") {
-        "messages"
-    } else if p.contains("/responses") {
-        "responses"
-    } else if p.ends_with("/models") {
-        "models"
-    } else {
-        return None;
+    let name = match Dialect::of_path(p) {
+        Dialect::Anthropic => "messages",
+        Dialect::Responses => "responses",
+        Dialect::OpenAi if p.ends_with("/chat/completions") => "chat",
+        Dialect::OpenAi if p.ends_with("/completions") => "completions",
+        Dialect::OpenAi if p.ends_with("/models") => "models",
+        Dialect::OpenAi => return None,
     };
     Some(name.to_string())
 }
@@ -407,5 +404,21 @@ impl Matrix {
             let _ = writeln!(out, "{}: not runnable here ({})", u.name, u.why);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::protocol;
+
+    #[test]
+    fn a_request_path_names_its_api() {
+        let of = |p: &str| protocol(p);
+        assert_eq!(of("/v1/chat/completions").as_deref(), Some("chat"));
+        assert_eq!(of("/v1/completions").as_deref(), Some("completions"));
+        assert_eq!(of("/v1/messages/count_tokens").as_deref(), Some("messages"));
+        assert_eq!(of("/v1/responses").as_deref(), Some("responses"));
+        assert_eq!(of("/v1/models?limit=1").as_deref(), Some("models"));
+        assert_eq!(of("/health"), None);
     }
 }
