@@ -17,6 +17,7 @@ use super::sample::Sample;
 use super::server_metrics::ServerCounters;
 use super::stats::{median, Dist};
 use super::verify::own_marker_seen;
+use crate::protocol::reply::is_token_limit;
 use crate::report::{read_versioned, write_json};
 
 /// Report format version; readers refuse others.
@@ -320,12 +321,7 @@ impl LevelResult {
             reasoning_tokens: (!reasoning.is_empty()).then(|| reasoning.iter().sum()),
             cut_by_budget: served
                 .iter()
-                .filter(|s| {
-                    matches!(
-                        s.finish_reason.as_deref(),
-                        Some("length" | "max_tokens" | "max_output_tokens")
-                    )
-                })
+                .filter(|s| is_token_limit(s.finish_reason.as_deref()))
                 .count(),
             cached_tokens: (!cached.is_empty()).then(|| cached.iter().sum()),
             cache,

@@ -35,6 +35,16 @@ pub struct Reply {
     pub error: Option<Value>,
 }
 
+/// A finish reason that says the reply stopped at its token limit, in any
+/// protocol's words (chat's `length`, Messages' `max_tokens`, Responses'
+/// `max_output_tokens`).
+pub fn is_token_limit(finish_reason: Option<&str>) -> bool {
+    matches!(
+        finish_reason,
+        Some("length" | "max_tokens" | "max_output_tokens")
+    )
+}
+
 impl Reply {
     /// The content's longest word (the first of equals): a string the
     /// same greedy request will write again, for stop-sequence cases that

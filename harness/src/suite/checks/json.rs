@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::outcome::{clip, ensure, Outcome};
 use crate::protocol::dialect::Dialect;
 use crate::protocol::exchange::Exchange;
-use crate::protocol::reply::Reply;
+use crate::protocol::reply::{is_token_limit, Reply};
 
 /// Surrounding whitespace is allowed. A reply cut at its token limit
 /// passes when what came is JSON so far: the server kept to the format,
@@ -37,17 +37,11 @@ fn parse(r: &Reply) -> Result<Option<Value>, (String, String)> {
     let text = r.content.trim();
     match serde_json::from_str(text) {
         Ok(v) => Ok(Some(v)),
-        Err(e) if e.is_eof() && !text.is_empty() && cut_at_limit(r) => Ok(None),
+        Err(e) if e.is_eof() && !text.is_empty() && is_token_limit(r.finish_reason.as_deref()) => {
+            Ok(None)
+        }
         Err(e) => Err(("valid JSON".into(), format!("{e}: {}", clip(&r.content)))),
     }
-}
-
-/// The reply ended at its token limit, in any protocol's words.
-fn cut_at_limit(r: &Reply) -> bool {
-    matches!(
-        r.finish_reason.as_deref(),
-        Some("length" | "max_tokens" | "max_output_tokens")
-    )
 }
 
 /// Every way `value` breaks `schema`, with where.
