@@ -9,6 +9,7 @@
 //! folders and what each holds: `docs/architecture.md`.
 
 pub mod bench;
+pub mod mock;
 pub mod outcome;
 pub mod protocol;
 pub mod report;

@@ -1,111 +1,110 @@
-//! Every reply checked under load: against a double that hands one
-//! request's reply to another under concurrency (cross-talk), and one
-//! that empties strict-schema replies when requests overlap, afm-bench's
-//! throughput looks normal while its correct goodput drops and the report
-//! names the corrupted requests; the same run against the clean double
-//! reports none. No engine needed.
+//! Every reply checked under load by default, on a model that echoes
+//! nothing. Against afm-bench's mock with its cross-talk fault (a request
+//! that arrives while another is in flight streams the other's reply; the
+//! mock, like a small model, never repeats its isolation marker),
+//! afm-bench's default run finds corrupted replies on each of the four
+//! protocols while throughput looks normal, and the clean mock gives none.
+//! Each isolation check catches it on its own; with both off, nothing
+//! does: the checks, not luck, catch it. No engine needed.
 
 mod support;
 
 use std::sync::Arc;
 
-use afm_harness::bench::arrivals::{Bound, Shape};
-use afm_harness::bench::dataset::builtin::{Prompts, Workload};
-use afm_harness::bench::dataset::{Dataset, Source};
-use afm_harness::bench::goodput::Slo;
-use afm_harness::bench::load::Player;
-use afm_harness::bench::request::{Endpoint, RequestSettings};
 use afm_harness::bench::results::LevelResult;
-use afm_harness::server::Target;
-use serde_json::json;
+use afm_harness::run::{bench, Quiet};
+use support::mock::{self, bench_args};
 
-async fn level(base: &str, mode: &str, schema_share: f64) -> LevelResult {
-    let target = Target::http(&format!("{base}/{mode}"), None);
-    let player = Arc::new(Player {
-        target,
-        dataset: Arc::new(Dataset {
-            source: Source::Builtin(Workload::new(Prompts::Short).unwrap()),
-            turns: 1,
-            output_len: None,
-            range_ratio: 0.0,
-            seed: 0,
-        }),
-        settings: RequestSettings {
-            endpoint: Endpoint::Chat,
-            model: "double".into(),
-            temperature: 0.0,
-            ignore_eos: false,
-            extra: json!({}),
-        },
-        max_tokens: 32,
-        verify: true,
-        tolerate: Vec::new(),
-        schema_share,
-        think_s: 0.0,
-        seed: 0,
-    });
-    let shape = Shape::Closed { concurrency: 4 };
-    let bound = Bound {
-        requests: Some(16),
-        duration_s: None,
-    };
-    let run = player.play(shape, bound, mode).await;
-    let slo = Slo::parse(&["e2el:10000".into()]).unwrap();
-    LevelResult::of(shape, &[run], None, &slo, &[])
+/// The concurrency-4 level of a default run against `url` on `endpoint`,
+/// with `extra` flags.
+fn level(url: &str, endpoint: &str, extra: &[&str]) -> LevelResult {
+    let out = std::env::temp_dir().join(format!(
+        "afm-bench-verify-{}-{endpoint}-{}",
+        std::process::id(),
+        extra.join("")
+    ));
+    let mut flags = vec!["--endpoint", endpoint, "--concurrency", "4"];
+    flags.extend(extra);
+    let report = bench::run(&bench_args(url, &out, &flags), Arc::new(Quiet)).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    report.variants[0].levels[0].clone()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cross_talk_looks_fast_but_loses_correct_goodput_and_is_named() {
-    let base = support::load_double::start().await;
-    let clean = level(&base, "clean", 0.0).await;
-    assert_eq!(
-        (clean.errors, clean.corrupted),
-        (0, 0),
-        "{:?}",
-        clean.corrupted_requests
-    );
-    assert_eq!(clean.goodput.unwrap().correct_good_share, 1.0);
-    assert_eq!(clean.markers_echoed, 16);
-
-    let crossed = level(&base, "cross_talk", 0.0).await;
-    assert_eq!(crossed.errors, 0, "every request is a 200");
-    let ratio = crossed.output_tokens_per_s / clean.output_tokens_per_s;
-    assert!(
-        (0.5..2.0).contains(&ratio),
-        "throughput looks normal: {ratio:.2}x"
-    );
-    assert!(crossed.corrupted >= 8, "{} corrupted", crossed.corrupted);
-    let g = crossed.goodput.unwrap();
-    assert!(g.good_share == 1.0 && g.correct_good_share < 0.5, "{g:?}");
-    let named = &crossed.corrupted_requests[0];
-    assert_eq!(named.check, "isolation");
-    assert!(
-        named.detail.contains("another request's reply"),
-        "{}",
-        named.detail
-    );
-    assert_eq!(crossed.failures["isolation"], crossed.corrupted);
+fn faulty(fault: &str) -> String {
+    let mut args = mock::fast();
+    args.fault = vec![fault.parse().unwrap()];
+    mock::start(args)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn strict_schema_replies_emptied_under_overlap_are_corrupted() {
-    let base = support::load_double::start().await;
-    let clean = level(&base, "clean", 0.5).await;
-    assert_eq!(
-        (clean.errors, clean.corrupted),
-        (0, 0),
-        "{:?}",
-        clean.corrupted_requests
-    );
+#[test]
+fn cross_talk_is_caught_by_default_on_every_protocol() {
+    let clean = mock::start(mock::fast());
+    let crossing = faulty("cross-talk");
+    for endpoint in ["chat", "completions", "messages", "responses"] {
+        let ok = level(&clean, endpoint, &[]);
+        assert_eq!(
+            (ok.errors, ok.corrupted),
+            (0, 0),
+            "{endpoint}: {:?}",
+            ok.corrupted_requests
+        );
+        assert!(ok.coverage.checked >= 8, "{endpoint}: {:?}", ok.coverage);
+        assert_eq!(ok.coverage.marker, ok.coverage.schema_nonce, "no echo");
 
-    let emptied = level(&base, "empty_strict", 0.5).await;
-    assert_eq!(emptied.errors, 0);
-    assert!(emptied.corrupted >= 4, "{} corrupted", emptied.corrupted);
-    assert!(emptied
-        .corrupted_requests
-        .iter()
-        .all(|c| c.check == "schema"));
+        let bad = level(&crossing, endpoint, &[]);
+        assert_eq!(bad.errors, 0, "{endpoint}: every request is a 200");
+        let ratio = bad.output_tokens_per_s / ok.output_tokens_per_s;
+        assert!((0.5..2.0).contains(&ratio), "{endpoint}: {ratio:.2}x");
+        assert!(
+            bad.corrupted >= 4,
+            "{endpoint}: {} corrupted ({})",
+            bad.corrupted,
+            bad.coverage.describe()
+        );
+        assert!(
+            bad.failures.get("replay").is_some_and(|n| *n >= 2),
+            "{endpoint}: {:?} {:?}",
+            bad.failures,
+            bad.replay
+        );
+    }
+}
+
+#[test]
+fn each_isolation_check_catches_cross_talk_alone_and_none_when_both_are_off() {
+    let crossing = faulty("cross-talk");
+    let replay_only = level(&crossing, "chat", &["--schema-share", "0"]);
+    assert!(replay_only.failures.contains_key("replay"));
+    assert!(!replay_only.failures.contains_key("schema"));
+    assert_eq!(replay_only.coverage.schema_nonce, 0);
+
+    let nonce_only = level(&crossing, "messages", &["--verify-alone", "0"]);
     assert!(
-        emptied.goodput.unwrap().correct_good_share < clean.goodput.unwrap().correct_good_share
+        nonce_only.failures.contains_key("schema"),
+        "{:?}",
+        nonce_only.failures
+    );
+    assert!(!nonce_only.failures.contains_key("replay"));
+    assert_eq!(nonce_only.replay, None);
+
+    let blind = level(
+        &crossing,
+        "chat",
+        &["--schema-share", "0", "--verify-alone", "0"],
+    );
+    assert_eq!(blind.corrupted, 0, "nothing left to catch it");
+    assert_eq!(blind.coverage.checked, 0);
+    assert!(blind.coverage.describe().contains("NOT checked"));
+}
+
+#[test]
+fn strict_replies_emptied_under_overlap_are_errors_not_successes() {
+    let emptying = faulty("empty-strict");
+    let l = level(&emptying, "responses", &["--schema-share", "0.5"]);
+    assert!(l.errors >= 2, "{} errors", l.errors);
+    assert!(
+        l.error_examples.iter().any(|e| e == "no output"),
+        "{:?}",
+        l.error_examples
     );
 }

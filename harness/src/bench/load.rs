@@ -51,6 +51,26 @@ pub struct LevelRun {
     pub steady_s: f64,
 }
 
+impl LevelRun {
+    /// Whether two requests of the run were ever in flight together.
+    pub fn overlapped(&self) -> bool {
+        let mut spans: Vec<(f64, f64)> = self
+            .samples
+            .iter()
+            .map(|s| (s.sent_ms, s.sent_ms + s.e2e_ms))
+            .collect();
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut end = f64::NEG_INFINITY;
+        for (start, stop) in spans {
+            if start < end {
+                return true;
+            }
+            end = end.max(stop);
+        }
+        false
+    }
+}
+
 struct Shared {
     start: Instant,
     bound: Bound,

@@ -11,9 +11,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::arrivals::Shape;
+use super::coverage::Coverage;
 use super::goodput::{Goodput, Slo};
 use super::load::LevelRun;
+use super::replay::ReplayFigures;
 use super::sample::Sample;
+use super::schema_probe::SchemaProbe;
 use super::server_metrics::ServerCounters;
 use super::stats::{median, Dist};
 use super::verify::own_marker_seen;
@@ -102,16 +105,6 @@ pub struct CacheFigures {
     pub requests_at_90: usize,
 }
 
-/// Replies replayed alone after the level (`--verify-alone`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AloneFigures {
-    pub compared: usize,
-    pub differing: usize,
-    /// Whether a difference is a failure (the server claims batch
-    /// invariance) or a figure.
-    pub enforced: bool,
-}
-
 /// One load level of one variant, over all repetitions.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LevelResult {
@@ -171,7 +164,12 @@ pub struct LevelResult {
     pub markers_echoed: usize,
     /// Requests that met the SLO, and those that also were correct.
     pub goodput: Option<Goodput>,
-    pub alone: Option<AloneFigures>,
+    /// Replies replayed alone after the level (`--verify-alone`).
+    #[serde(default)]
+    pub replay: Option<ReplayFigures>,
+    /// Which isolation checks covered how many replies.
+    #[serde(default)]
+    pub coverage: Coverage,
     /// Some requests' token counts were counted from chunks because the
     /// server reported no usage.
     pub tokens_estimated: bool,
@@ -334,7 +332,8 @@ impl LevelResult {
                     wall * runs.len() as f64,
                 )
             }),
-            alone: None,
+            replay: None,
+            coverage: Coverage::of(samples.iter().copied()),
             tokens_estimated: served.iter().any(|s| !s.usage_reported),
             server,
         }
@@ -369,6 +368,10 @@ pub struct Variant {
     pub levels: Vec<LevelResult>,
     #[serde(default)]
     pub search: Option<Search>,
+    /// Whether the server enforced a nonce schema before the run (None:
+    /// not probed: checks off, or `--schema-share` given).
+    #[serde(default)]
+    pub schema_probe: Option<SchemaProbe>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -400,6 +403,14 @@ impl BenchReport {
         let mut out = String::new();
         for v in &self.variants {
             let _ = writeln!(out, "{}  [{}]", v.name, v.server_flags.join(" "));
+            if let Some(p) = &v.schema_probe {
+                let _ = writeln!(
+                    out,
+                    "  schema nonce check: {} ({})",
+                    if p.enforced { "on" } else { "off" },
+                    p.detail
+                );
+            }
             let _ = writeln!(
                 out,
                 "  {:<34} {:>5} {:>4} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>8} {:>7}",
@@ -453,19 +464,10 @@ impl BenchReport {
                         l.markers_echoed, l.markers_sent
                     );
                 }
-                if let Some(a) = &l.alone {
-                    let _ = writeln!(
-                        out,
-                        "        alone: {} of {} replies differ when replayed alone{}",
-                        a.differing,
-                        a.compared,
-                        if a.enforced {
-                            " (failures: batch invariance claimed)"
-                        } else {
-                            ""
-                        }
-                    );
+                if let Some(r) = &l.replay {
+                    let _ = writeln!(out, "        replayed alone: {}", r.describe());
                 }
+                let _ = writeln!(out, "        {}", l.coverage.describe());
                 if let Some(s) = &l.server {
                     let fig = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
                     let _ = writeln!(

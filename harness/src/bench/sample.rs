@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::replay::Replayed;
 use crate::protocol::dialect::{Dialect, Output};
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
@@ -13,7 +14,7 @@ use crate::protocol::reply::Reply;
 /// A check of the reply that failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailedCheck {
-    /// stream, usage, isolation, schema, tool_args, alone.
+    /// stream, usage, isolation, schema, tool_args, replay, alone.
     pub check: String,
     pub detail: String,
 }
@@ -59,9 +60,10 @@ pub struct Sample {
     pub finish_reason: Option<String>,
     /// The reply's text (answer and calls), for checks and records.
     pub content: String,
-    /// Replayed alone after the level (`--verify-alone`): whether the
-    /// reply differed.
-    pub alone_differs: Option<bool>,
+    /// Replayed alone after the level (`--verify-alone`): how the reply
+    /// compared.
+    #[serde(default)]
+    pub replay: Option<Replayed>,
 }
 
 impl Sample {

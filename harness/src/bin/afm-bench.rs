@@ -33,6 +33,9 @@ struct Cli {
 enum Command {
     /// Measure (the default).
     Run(Box<BenchArgs>),
+    /// Serve a mock model with exact, recorded timing and optional faults
+    /// (`GET /mock/record`).
+    Mock(Box<afm_harness::mock::MockArgs>),
     /// Two runs side by side: each metric of A and B and the ratio B/A.
     Compare {
         /// A run: its bench.json or the folder holding it.
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         None => run(&cli.run),
         Some(Command::Run(args)) => run(&args),
         Some(Command::Compare { a, b }) => compare_runs(&a, &b),
+        Some(Command::Mock(args)) => serve_mock(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -73,6 +77,14 @@ fn read_run(p: &Path) -> Result<BenchReport> {
 fn compare_runs(a: &Path, b: &Path) -> Result<()> {
     print!("{}", compare::text(&read_run(a)?, &read_run(b)?));
     Ok(())
+}
+
+fn serve_mock(args: afm_harness::mock::MockArgs) -> Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(afm_harness::mock::serve(args))
 }
 
 fn run(args: &BenchArgs) -> Result<()> {

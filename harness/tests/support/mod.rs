@@ -6,7 +6,7 @@
 pub mod faulty_server;
 
 #[allow(dead_code)]
-pub mod load_double;
+pub mod mock;
 
 #[allow(dead_code)]
 pub mod routing_double;

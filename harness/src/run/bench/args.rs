@@ -14,12 +14,13 @@ use crate::bench::request::Endpoint;
 use crate::run::target::TargetArgs;
 
 /// The check kinds `--tolerate` takes.
-pub const CHECK_KINDS: [&str; 6] = [
+pub const CHECK_KINDS: [&str; 7] = [
     "stream",
     "usage",
     "isolation",
     "schema",
     "tool_args",
+    "replay",
     "alone",
 ];
 
@@ -136,17 +137,21 @@ pub struct BenchArgs {
     /// Do not check replies (markers and schema requests are not sent).
     #[arg(long)]
     pub no_verify: bool,
-    /// Check kinds (stream, usage, isolation, schema, tool_args, alone)
+    /// Check kinds (stream, usage, isolation, schema, tool_args, replay,
+    /// alone)
     /// whose failures are counted but do not make a reply corrupted: a
     /// known deviation of the server that should not hide the rest.
     #[arg(long, value_delimiter = ',')]
     pub tolerate: Vec<String>,
-    /// Share of requests (0..1) that ask for a strict JSON schema.
-    #[arg(long, default_value_t = 0.0)]
-    pub schema_share: f64,
-    /// Replay this many temperature-0 replies of each level alone after
-    /// it, and compare.
-    #[arg(long, default_value_t = 0)]
+    /// Share of requests (0..1) that ask for a strict JSON schema whose
+    /// constant is their own nonce. Default: 0.25 where a probe request
+    /// finds the server enforces schemas, else 0.
+    #[arg(long)]
+    pub schema_share: Option<f64>,
+    /// Replay this many temperature-0 replies of each level that had
+    /// requests in flight together, one at a time after it, and compare
+    /// (another request's text fails; 0: off).
+    #[arg(long, default_value_t = 8)]
     pub verify_alone: usize,
     /// The server claims batch invariance: a reply that differs alone is
     /// a failure, not a figure (implied in-process with --deterministic).
@@ -185,7 +190,7 @@ impl BenchArgs {
         if args.burstiness <= 0.0 {
             bail!("--burstiness must be positive");
         }
-        if !(0.0..=1.0).contains(&args.schema_share) {
+        if args.schema_share.is_some_and(|s| !(0.0..=1.0).contains(&s)) {
             bail!("--schema-share is a share between 0 and 1");
         }
         if !(0.0..1.0).contains(&args.range_ratio) {
@@ -200,7 +205,7 @@ impl BenchArgs {
         if args.slo_search.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
             bail!("--slo-search is a percentage");
         }
-        if args.schema_share > 0.0 && args.no_verify {
+        if args.schema_share.is_some_and(|s| s > 0.0) && args.no_verify {
             bail!("--schema-share needs the checks (drop --no-verify)");
         }
         if let Some(k) = args

@@ -22,10 +22,12 @@ use crate::bench::dataset::trace::Trace;
 use crate::bench::dataset::{Dataset, Source};
 use crate::bench::goodput::Slo;
 use crate::bench::load::Player;
+use crate::bench::replay::{self, ReplayFigures};
 use crate::bench::request::RequestSettings;
 use crate::bench::results::{BenchReport, BenchRun, LevelResult, Search, Variant};
+use crate::bench::schema_probe;
 use crate::bench::tokens::TokenCounter;
-use crate::bench::{alone, page, records, search, server_metrics};
+use crate::bench::{page, records, search, server_metrics};
 use crate::report::{html, write_text};
 use crate::run_info;
 use crate::server::Target;
@@ -72,6 +74,7 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
         .unwrap_or_default();
     let mut variants = Vec::new();
     let (mut model, mut prompts, mut label) = (String::new(), String::new(), String::new());
+    let mut schema_share = 0.0;
     for (vi, spec) in specs.iter().enumerate() {
         let engine = match &server {
             Some(_) => None,
@@ -100,14 +103,36 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
             spec.name,
             target.describe()
         ));
+        let salt = format!("{}-{vi}", run_info::clock_millis());
+        let mut player = player(args, spec, target, dataset, &model);
+        let probe = (!args.no_verify && args.schema_share.is_none()).then(|| {
+            runtime.block_on(schema_probe::probe(&player.target, &player.settings, &salt))
+        });
+        if let Some(p) = &probe {
+            player.schema_share = if p.enforced {
+                schema_probe::DEFAULT_SHARE
+            } else {
+                0.0
+            };
+            observer.note(&format!(
+                "schema nonce check {}: {}",
+                if p.enforced {
+                    format!("on for {:.0}% of requests", 100.0 * player.schema_share)
+                } else {
+                    "off".into()
+                },
+                p.detail
+            ));
+        }
+        schema_share = player.schema_share;
         let levels = Levels {
             args,
             runtime: &runtime,
-            player: Arc::new(player(args, spec, target, dataset, &model)),
+            player: Arc::new(player),
             slo: &slo,
             enforce_alone: args.batch_invariant
                 || (!remote && flags.iter().any(|f| f == "--deterministic")),
-            salt: format!("{}-{vi}", run_info::clock_millis()),
+            salt,
             variant: &spec.name,
             observer: &*observer,
         };
@@ -117,6 +142,7 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
             server_flags: flags,
             levels,
             search,
+            schema_probe: probe,
         });
         // The engine of this variant stops before the next one starts.
         drop(engine);
@@ -148,7 +174,7 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
         endpoint: args.endpoint.name(),
         slo: slo.to_string(),
         verified: !args.no_verify,
-        schema_share: args.schema_share,
+        schema_share,
         percentiles: args.percentiles.clone(),
         tolerated: args.tolerate.clone(),
     };
@@ -179,7 +205,7 @@ fn player(
         max_tokens: args.max_tokens,
         verify: !args.no_verify,
         tolerate: args.tolerate.clone(),
-        schema_share: args.schema_share,
+        schema_share: args.schema_share.unwrap_or(0.0),
         think_s: args.think_time,
         seed: args.seed,
     }
@@ -256,18 +282,24 @@ impl Levels<'_> {
         }
         let before = rt.block_on(server_metrics::scrape(&player.target));
         let mut runs = Vec::new();
+        let mut replayed = None;
         for rep in 0..args.repetitions {
             let salt = format!("{}-{tag}-{rep}", self.salt);
             let mut run = rt.block_on(player.play(shape, args.bound(), &salt));
-            if rep == 0 && args.verify_alone > 0 {
-                rt.block_on(alone::replay(
-                    &player.target,
-                    args.endpoint.path(),
-                    &mut run,
-                    args.verify_alone,
-                    args.temperature,
-                    self.enforce_alone,
-                ));
+            if rep == 0 && args.verify_alone > 0 && !args.no_verify {
+                replayed = Some(if args.temperature != 0.0 {
+                    ReplayFigures::skipped("temperature > 0: a replay may differ by sampling")
+                } else if !run.overlapped() {
+                    ReplayFigures::skipped("one request at a time: no reply to cross")
+                } else {
+                    rt.block_on(replay::replay(
+                        &player.target,
+                        args.endpoint.path(),
+                        &mut run,
+                        args.verify_alone,
+                        self.enforce_alone,
+                    ))
+                });
             }
             if let Some(out) = records.as_mut() {
                 records::write(out, self.variant, &shape.label(), rep, &run.samples)?;
@@ -279,9 +311,7 @@ impl Levels<'_> {
             .zip(after)
             .map(|(b, a)| server_metrics::delta(&b, &a));
         let mut level = LevelResult::of(shape, &runs, server, self.slo, &args.percentiles);
-        if args.verify_alone > 0 {
-            level.alone = Some(alone::figures(&runs[0], self.enforce_alone));
-        }
+        level.replay = replayed;
         self.observer.note(&level.headline());
         Ok(level)
     }

@@ -1,0 +1,65 @@
+//! The ways a mock can misbehave on purpose, one per real bug class a
+//! benchmark must not count as success, given as `--fault NAME[:ARG]`.
+
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fault {
+    /// A request that arrives while another is in flight streams the
+    /// other's reply (a shared buffer between sequences).
+    CrossTalk,
+    /// A strict-schema request that overlaps another gets no output.
+    EmptyStrict,
+    /// Half-way through, the stream pauses this many ms.
+    Stall { ms: f64 },
+    /// Half-way through, the connection is cut.
+    Reset,
+    /// The usage reports one output token more than was sent.
+    Miscount,
+    /// A dropped client's generation goes on to the end (counted as
+    /// running in /metrics), as a server that never notices a cancel.
+    IgnoreCancel,
+}
+
+impl Fault {
+    pub const NAMES: &'static str =
+        "cross-talk, empty-strict, stall:MS, reset, miscount, ignore-cancel";
+}
+
+impl FromStr for Fault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None => match s {
+                "cross-talk" => Ok(Fault::CrossTalk),
+                "empty-strict" => Ok(Fault::EmptyStrict),
+                "reset" => Ok(Fault::Reset),
+                "miscount" => Ok(Fault::Miscount),
+                "ignore-cancel" => Ok(Fault::IgnoreCancel),
+                _ => Err(format!("--fault {s:?}: the faults are {}", Fault::NAMES)),
+            },
+            Some(("stall", ms)) => ms
+                .parse::<f64>()
+                .ok()
+                .filter(|m| m.is_finite() && *m >= 0.0)
+                .map(|ms| Fault::Stall { ms })
+                .ok_or_else(|| format!("--fault {s:?}: stall takes milliseconds")),
+            Some(_) => Err(format!("--fault {s:?}: the faults are {}", Fault::NAMES)),
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::CrossTalk => write!(f, "cross-talk"),
+            Fault::EmptyStrict => write!(f, "empty-strict"),
+            Fault::Stall { ms } => write!(f, "stall:{ms}"),
+            Fault::Reset => write!(f, "reset"),
+            Fault::Miscount => write!(f, "miscount"),
+            Fault::IgnoreCancel => write!(f, "ignore-cancel"),
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! `afm-bench mock`: an OpenAI-, Anthropic- and Responses-shaped server
+//! with no model behind it, whose timing is known exactly. It streams each
+//! reply on a schedule drawn from given distributions (time to the first
+//! token, gaps between tokens, reply length), records when it really sent
+//! every event (`GET /mock/record`), and can misbehave on purpose
+//! (`--fault`). Clients' figures are proven against its record, and
+//! afm-bench's checks against its faults. With `--upstream` it is instead
+//! a proxy in front of a real server that applies the faults there.
+
+pub mod delay;
+pub mod events;
+pub mod faults;
+pub mod proxy;
+pub mod record;
+pub mod reply;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use rand::rngs::StdRng;
+use rand::SeedableRng as _;
+use serde_json::{json, Value};
+
+use self::delay::Spread;
+use self::events::{Api, Reply};
+use self::faults::Fault;
+use self::record::{MockRecord, RequestRecord};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct MockArgs {
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// 0: any free port (the address is printed).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// The model name it serves.
+    #[arg(long, default_value = "mock")]
+    pub model: String,
+    /// Time to the first token, ms: N, uniform:LOW:HIGH, normal:MEAN:SD
+    /// or exp:MEAN.
+    #[arg(long, default_value = "50")]
+    pub ttft: Spread,
+    /// Gap between tokens, ms (same forms).
+    #[arg(long, default_value = "10")]
+    pub itl: Spread,
+    /// Tokens per reply (same forms), at most the request's max tokens.
+    #[arg(long, default_value = "32")]
+    pub output_tokens: Spread,
+    /// Misbehave: cross-talk, empty-strict, stall:MS, reset, miscount,
+    /// ignore-cancel (repeatable).
+    #[arg(long)]
+    pub fault: Vec<Fault>,
+    /// Share of requests (0..1) the faults apply to, spread evenly.
+    #[arg(long, default_value_t = 1.0)]
+    pub fault_share: f64,
+    /// Forward every request to this server (its base URL) and apply the
+    /// faults to its replies (cross-talk only; replies are buffered).
+    #[arg(long)]
+    pub upstream: Option<String>,
+    /// Seed of the timing draws.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl MockArgs {
+    /// Settings for tests: the given timing, no faults, any port.
+    pub fn timed(ttft_ms: f64, itl_ms: f64, tokens: usize) -> MockArgs {
+        MockArgs {
+            host: "127.0.0.1".into(),
+            port: 0,
+            model: "mock".into(),
+            ttft: Spread::Const(ttft_ms),
+            itl: Spread::Const(itl_ms),
+            output_tokens: Spread::Const(tokens as f64),
+            fault: Vec::new(),
+            fault_share: 1.0,
+            upstream: None,
+            seed: 0,
+        }
+    }
+}
+
+/// A running mock's state.
+pub struct Mock {
+    args: MockArgs,
+    start: Instant,
+    next_id: AtomicU64,
+    /// Requests in flight and the tokens each is to send.
+    in_flight: Mutex<BTreeMap<u64, Arc<Vec<String>>>>,
+    record: Mutex<MockRecord>,
+    running: AtomicU64,
+    tokens_total: AtomicU64,
+    proxy: Option<proxy::Proxy>,
+}
+
+/// Binds and serves until the process ends.
+pub async fn serve(args: MockArgs) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+        .await
+        .with_context(|| format!("binding {}:{}", args.host, args.port))?;
+    let addr = listener.local_addr()?;
+    eprintln!(
+        "afm-bench mock: serving {} on http://{addr} (ttft {} ms, itl {} ms, {} tokens{})",
+        args.model,
+        args.ttft,
+        args.itl,
+        args.output_tokens,
+        describe_faults(&args)
+    );
+    axum::serve(listener, router(args)?).await?;
+    Ok(())
+}
+
+/// Serves on a free port in this runtime; returns its base URL.
+pub async fn spawn(args: MockArgs) -> Result<String> {
+    let listener = tokio::net::TcpListener::bind((args.host.as_str(), 0)).await?;
+    let addr: SocketAddr = listener.local_addr()?;
+    let app = router(args)?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(format!("http://{addr}"))
+}
+
+fn describe_faults(args: &MockArgs) -> String {
+    let mut s = String::new();
+    if !args.fault.is_empty() {
+        let names: Vec<String> = args.fault.iter().map(Fault::to_string).collect();
+        s = format!(
+            "; faults {} on {:.0}%",
+            names.join(", "),
+            args.fault_share * 100.0
+        );
+    }
+    if let Some(u) = &args.upstream {
+        s.push_str(&format!("; proxy to {u}"));
+    }
+    s
+}
+
+/// The mock's routes.
+pub fn router(args: MockArgs) -> Result<Router> {
+    if !(0.0..=1.0).contains(&args.fault_share) {
+        anyhow::bail!("--fault-share is a share between 0 and 1");
+    }
+    let proxy = args
+        .upstream
+        .as_deref()
+        .map(proxy::Proxy::new)
+        .transpose()?;
+    let mock = Arc::new(Mock {
+        args,
+        start: Instant::now(),
+        next_id: AtomicU64::new(0),
+        in_flight: Mutex::new(BTreeMap::new()),
+        record: Mutex::new(MockRecord::default()),
+        running: AtomicU64::new(0),
+        tokens_total: AtomicU64::new(0),
+        proxy,
+    });
+    Ok(Router::new()
+        .route("/v1/chat/completions", post(generate))
+        .route("/v1/completions", post(generate))
+        .route("/v1/messages", post(generate))
+        .route("/v1/responses", post(generate))
+        .route("/v1/models", get(models))
+        .route("/tokenize", post(tokenize))
+        .route("/metrics", get(metrics))
+        .route("/health", get(|| async { "ok" }))
+        .route("/mock/record", get(record))
+        .route("/mock/reset", post(reset))
+        .with_state(mock))
+}
+
+async fn models(State(m): State<Arc<Mock>>) -> Json<Value> {
+    Json(json!({"object": "list", "data": [
+        {"id": m.args.model, "object": "model", "created": 0, "owned_by": "afm-mock"}]}))
+}
+
+async fn tokenize(Json(body): Json<Value>) -> Json<Value> {
+    let text = body["content"]
+        .as_str()
+        .or(body["prompt"].as_str())
+        .unwrap_or_default();
+    let n = reply::tokens(text).len();
+    Json(json!({"tokens": (0..n).collect::<Vec<_>>(), "count": n}))
+}
+
+async fn metrics(State(m): State<Arc<Mock>>) -> String {
+    let requests = m.record.lock().expect("a lock").requests.len();
+    format!(
+        "# TYPE afm_mock_requests_running gauge\nafm_mock_requests_running {}\n\
+         # TYPE afm_mock_requests_total counter\nafm_mock_requests_total {requests}\n\
+         # TYPE afm_mock_generation_tokens_total counter\nafm_mock_generation_tokens_total {}\n",
+        m.running.load(Ordering::SeqCst),
+        m.tokens_total.load(Ordering::SeqCst)
+    )
+}
+
+async fn record(State(m): State<Arc<Mock>>) -> Json<MockRecord> {
+    Json(m.record.lock().expect("a lock").clone())
+}
+
+async fn reset(State(m): State<Arc<Mock>>) -> StatusCode {
+    m.record.lock().expect("a lock").requests.clear();
+    StatusCode::NO_CONTENT
+}
+
+/// The protocol's error body.
+fn error(api: Api, status: StatusCode, message: &str) -> Response {
+    let body = match api {
+        Api::Messages => json!({"type": "error",
+            "error": {"type": "invalid_request_error", "message": message}}),
+        _ => json!({"error": {"message": message, "type": "invalid_request_error",
+            "param": null, "code": null}}),
+    };
+    (status, Json(body)).into_response()
+}
+
+impl Mock {
+    /// Whether request `id` is in the faults' share (request k is when
+    /// floor((k + 1) x share) passes a whole number).
+    fn faulted(&self, id: u64, fault: Fault) -> bool {
+        let s = self.args.fault_share;
+        let k = id as f64;
+        self.args.fault.contains(&fault) && ((k + 1.0) * s).floor() > (k * s).floor()
+    }
+
+    fn since_start_ms(&self, at: Instant) -> f64 {
+        at.duration_since(self.start).as_secs_f64() * 1000.0
+    }
+
+    /// The most recent other request in flight and its tokens.
+    fn other_in_flight(&self, id: u64) -> Option<(u64, Arc<Vec<String>>)> {
+        let f = self.in_flight.lock().expect("a lock");
+        f.iter()
+            .rev()
+            .find(|(k, _)| **k != id)
+            .map(|(k, v)| (*k, v.clone()))
+    }
+}
+
+async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response {
+    let received = Instant::now();
+    let api = Api::of_path(uri.path()).expect("a generation route");
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return error(api, StatusCode::BAD_REQUEST, "the body is not JSON");
+    };
+    if !request.is_object() {
+        return error(
+            api,
+            StatusCode::BAD_REQUEST,
+            "the body is not a JSON object",
+        );
+    }
+    let id = m.next_id.fetch_add(1, Ordering::SeqCst);
+    if let Some(p) = &m.proxy {
+        let cross = m.faulted(id, Fault::CrossTalk);
+        return p.forward(&m, id, received, uri.path(), body, cross).await;
+    }
+    let mut rng = StdRng::seed_from_u64(m.args.seed ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let prompt = reply::prompt_text(&request);
+    let prompt_tokens = reply::tokens(&prompt).len();
+    let limit = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|k| request[*k].as_u64())
+        .map_or(usize::MAX, |n| n as usize);
+    let wanted = m.args.output_tokens.draw(&mut rng).round().max(1.0) as usize;
+    let schema = reply::schema_of(&request);
+    let (mut pieces, cut) = match schema {
+        Some(s) => (
+            reply::tokens(&reply::spaced_json(&reply::instance(s))),
+            false,
+        ),
+        None => (reply::words(&prompt, wanted.min(limit)), wanted >= limit),
+    };
+    let mut faults = Vec::new();
+    let mut crossed_from = None;
+    let other = m.other_in_flight(id);
+    // Others in flight see this request's own reply.
+    m.in_flight
+        .lock()
+        .expect("a lock")
+        .insert(id, Arc::new(pieces.clone()));
+    if m.faulted(id, Fault::CrossTalk) {
+        if let Some((k, theirs)) = &other {
+            pieces = theirs.to_vec();
+            crossed_from = Some(*k);
+            faults.push(Fault::CrossTalk.to_string());
+        }
+    }
+    if schema.is_some() && other.is_some() && m.faulted(id, Fault::EmptyStrict) {
+        pieces.clear();
+        faults.push(Fault::EmptyStrict.to_string());
+    }
+    // When each token is due, after arrival.
+    let mut at = Vec::with_capacity(pieces.len());
+    let mut t = m.args.ttft.draw(&mut rng);
+    for k in 0..pieces.len().max(1) {
+        if k > 0 {
+            t += m.args.itl.draw(&mut rng);
+        }
+        at.push(t);
+    }
+    let half = pieces.len() / 2;
+    for fault in &m.args.fault {
+        if let Fault::Stall { ms } = fault {
+            if m.faulted(id, *fault) && !pieces.is_empty() {
+                at.iter_mut().skip(half).for_each(|x| *x += ms);
+                faults.push(fault.to_string());
+            }
+        }
+    }
+    let reset_at = m.faulted(id, Fault::Reset).then(|| {
+        faults.push(Fault::Reset.to_string());
+        half
+    });
+    let miscount = m.faulted(id, Fault::Miscount);
+    if miscount {
+        faults.push(Fault::Miscount.to_string());
+    }
+    let streamed = request["stream"].as_bool() == Some(true);
+    let include_usage = request
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        == Some(true);
+    let reply_id = format!("mock-{id}");
+    let mut reply = Reply {
+        api,
+        id: &reply_id,
+        model: &m.args.model,
+        pieces: &pieces,
+        prompt_tokens,
+        cut,
+        include_usage,
+    };
+    let counted: Vec<String>;
+    if miscount {
+        // The usage counts one token the stream never carried.
+        counted = pieces.iter().cloned().chain([String::new()]).collect();
+        reply.pieces = &counted;
+    }
+    let guard = Guard {
+        mock: m.clone(),
+        record: RequestRecord {
+            id,
+            path: uri.path().to_string(),
+            streamed,
+            received_ms: m.since_start_ms(received),
+            tokens: pieces.len(),
+            faults,
+            crossed_from,
+            ..Default::default()
+        },
+        received,
+        planned_end: received + Duration::from_secs_f64(at.last().copied().unwrap_or(0.0) / 1000.0),
+        finished: false,
+    };
+    m.running.fetch_add(1, Ordering::SeqCst);
+    if !streamed {
+        let whole = reply.whole();
+        let mut guard = guard;
+        tokio::time::sleep_until(guard.planned_end.into()).await;
+        guard.finish(Instant::now());
+        return Json(whole).into_response();
+    }
+    let mut frames = reply.frames();
+    if miscount {
+        // The extra token is in the usage only, not in the stream.
+        frames.retain(|f| f.token != Some(pieces.len()));
+    }
+    let schedule: Vec<(Instant, Option<usize>, Bytes)> = frames
+        .into_iter()
+        .map(|f| {
+            let ms = at.get(f.due_with).or(at.last()).copied().unwrap_or(0.0);
+            (
+                received + Duration::from_secs_f64(ms / 1000.0),
+                f.token,
+                Bytes::from(f.text),
+            )
+        })
+        .collect();
+    let stream = futures_util::stream::unfold(
+        (schedule.into_iter(), guard),
+        move |(mut frames, mut guard)| async move {
+            let (due, token, bytes) = match frames.next() {
+                Some(f) => f,
+                None => {
+                    guard.finish(Instant::now());
+                    return None;
+                }
+            };
+            if token.is_some() && token == reset_at {
+                guard.finish(Instant::now());
+                let cut: std::io::Error = std::io::ErrorKind::ConnectionReset.into();
+                return Some((Err(cut), (frames, guard)));
+            }
+            tokio::time::sleep_until(due.into()).await;
+            let now = Instant::now();
+            if token.is_some() {
+                guard.record.token_ms.push(ms_between(guard.received, now));
+            }
+            guard.record.end_ms = Some(ms_between(guard.received, now));
+            Some((Ok::<Bytes, std::io::Error>(bytes), (frames, guard)))
+        },
+    );
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(stream))
+        .expect("a response")
+}
+
+fn ms_between(from: Instant, to: Instant) -> f64 {
+    to.duration_since(from).as_secs_f64() * 1000.0
+}
+
+/// Writes a request's record when its reply ends or its client goes
+/// away (the reply's stream is dropped unfinished: a cancel).
+struct Guard {
+    mock: Arc<Mock>,
+    record: RequestRecord,
+    received: Instant,
+    planned_end: Instant,
+    finished: bool,
+}
+
+impl Guard {
+    fn finish(&mut self, at: Instant) {
+        if !self.finished {
+            self.record.end_ms = Some(ms_between(self.received, at));
+            self.close(false);
+        }
+    }
+
+    fn close(&mut self, cancelled: bool) {
+        self.finished = true;
+        let m = &self.mock;
+        m.in_flight.lock().expect("a lock").remove(&self.record.id);
+        m.tokens_total
+            .fetch_add(self.record.token_ms.len() as u64, Ordering::SeqCst);
+        let mut r = std::mem::take(&mut self.record);
+        r.cancelled = cancelled;
+        if cancelled && m.args.fault.contains(&Fault::IgnoreCancel) {
+            // Generation goes on for nobody until its planned end.
+            let (m, end) = (m.clone(), self.planned_end);
+            tokio::spawn(async move {
+                tokio::time::sleep_until(end.into()).await;
+                m.running.fetch_sub(1, Ordering::SeqCst);
+            });
+        } else {
+            m.running.fetch_sub(1, Ordering::SeqCst);
+        }
+        m.record.lock().expect("a lock").requests.push(r);
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.close(true);
+        }
+    }
+}
