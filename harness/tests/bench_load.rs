@@ -43,6 +43,8 @@ fn player(target: &Target, endpoint: Endpoint, turns: usize) -> Arc<Player> {
         verify: true,
         tolerate: Vec::new(),
         schema_share: 0.0,
+        cancel_share: 0.0,
+        cancel_after: std::time::Duration::ZERO,
         think_s: 0.0,
         seed: 0,
     })

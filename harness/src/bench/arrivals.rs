@@ -37,6 +37,17 @@ impl Shape {
         }
     }
 
+    /// Most requests the client keeps in flight (None: an open loop
+    /// without a cap).
+    pub fn in_flight_cap(&self) -> Option<usize> {
+        match *self {
+            Shape::Closed { concurrency } => Some(concurrency),
+            Shape::Open {
+                max_concurrency, ..
+            } => max_concurrency,
+        }
+    }
+
     /// The same kind of level at load `x` (users, or requests/s without
     /// a ramp): the levels an SLO search probes.
     pub fn at_load(self, x: f64) -> Shape {

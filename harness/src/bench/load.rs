@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
 use super::arrivals::{self, Bound, Shape};
+use super::cancel;
 use super::dataset::{Conversation, Dataset};
 use super::request::{self, RequestSettings};
 use super::sample::Sample;
@@ -33,6 +34,9 @@ pub struct Player {
     pub tolerate: Vec<String>,
     /// Share of requests asking for a strict JSON schema.
     pub schema_share: f64,
+    /// Share of requests the client drops, and after how long.
+    pub cancel_share: f64,
+    pub cancel_after: Duration,
     /// Seconds between a reply and the conversation's next turn.
     pub think_s: f64,
     pub seed: u64,
@@ -177,6 +181,7 @@ impl Player {
     /// Plays conversation `i`; the first turn is due at `due_ms` (open
     /// loop) or now.
     async fn converse(&self, shared: &Shared, i: usize, due_ms: Option<f64>) {
+        let started_ms = elapsed(shared) * 1000.0;
         let c: Conversation = self.dataset.conversation(i, &shared.salt);
         let mut history = c.history.clone();
         let mut previous_prompt: Option<u64> = None;
@@ -255,12 +260,29 @@ impl Player {
                     .map(|(_, n)| *n)
                     .max()
             };
-            let ex = self.target.post(self.settings.endpoint.path(), &body).await;
+            let k = i * self.dataset.turns.max(1) + t;
+            let drop_after = cancel::chosen(k, self.cancel_share).then_some(self.cancel_after);
+            let path = self.settings.endpoint.path();
+            let Ok(ex) = cancel::send_or_drop(&self.target, path, &body, drop_after).await else {
+                let s = Sample {
+                    conversation: i,
+                    turn: t,
+                    scheduled_ms: due,
+                    sent_ms,
+                    cancelled: true,
+                    e2e_ms: self.cancel_after.as_secs_f64() * 1000.0,
+                    ..Default::default()
+                };
+                shared.out.lock().expect("a lock").push((s, body));
+                return;
+            };
             let mut s = Sample::of(&ex);
             s.conversation = i;
             s.turn = t;
             s.scheduled_ms = due;
             s.sent_ms = sent_ms;
+            // The open loop's first turn: when its task really started.
+            s.started_ms = (t == 0 && due_ms.is_some()).then_some(started_ms);
             s.marker = marker;
             s.schema = schema.is_some();
             s.expected_cached = match (prefix_expected, previous_prompt) {
@@ -294,12 +316,14 @@ impl Player {
     /// run of requests in order, the given share, spread evenly (request k
     /// asks when floor((k + 1) x share) passes a whole number).
     fn in_schema_share(&self, i: usize, t: usize) -> bool {
-        if self.schema_share <= 0.0 {
-            return false;
-        }
-        let k = (i * self.dataset.turns.max(1) + t) as f64;
-        ((k + 1.0) * self.schema_share).floor() > (k * self.schema_share).floor()
+        in_share(i * self.dataset.turns.max(1) + t, self.schema_share)
     }
+}
+
+/// Whether request `k` of a run is in `share`, spread evenly: request k
+/// is when floor((k + 1) x share) passes a whole number.
+pub fn in_share(k: usize, share: f64) -> bool {
+    share > 0.0 && ((k as f64 + 1.0) * share).floor() > (k as f64 * share).floor()
 }
 
 fn elapsed(shared: &Shared) -> f64 {

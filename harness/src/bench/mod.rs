@@ -17,7 +17,9 @@
 //! runs side by side; [`server_metrics`] reads the server's own counters.
 
 pub mod arrivals;
+pub mod cancel;
 pub mod charts;
+pub mod client_cpu;
 pub mod compare;
 pub mod coverage;
 pub mod dataset;
@@ -25,6 +27,7 @@ pub mod goodput;
 pub mod load;
 pub mod page;
 pub mod records;
+pub mod recount;
 pub mod replay;
 pub mod request;
 pub mod results;

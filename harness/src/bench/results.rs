@@ -11,12 +11,15 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::arrivals::Shape;
+use super::cancel::CancelFigures;
 use super::coverage::Coverage;
 use super::goodput::{Goodput, Slo};
 use super::load::LevelRun;
+use super::recount::TokenFigures;
 use super::replay::ReplayFigures;
 use super::sample::Sample;
 use super::schema_probe::SchemaProbe;
+use super::server_metrics::GaugePoint;
 use super::server_metrics::ServerCounters;
 use super::stats::{median, Dist};
 use super::verify::own_marker_seen;
@@ -105,6 +108,30 @@ pub struct CacheFigures {
     pub requests_at_90: usize,
 }
 
+/// afm-bench's own CPU time over a level's repetitions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientCpu {
+    pub cpu_s: f64,
+    /// Stream events received.
+    pub chunks: usize,
+    pub us_per_chunk: f64,
+}
+
+impl ClientCpu {
+    pub fn of(cpu_s: f64, runs: &[LevelRun]) -> ClientCpu {
+        let chunks: usize = runs.iter().flat_map(|r| &r.samples).map(|s| s.chunks).sum();
+        ClientCpu {
+            cpu_s,
+            chunks,
+            us_per_chunk: if chunks > 0 {
+                cpu_s * 1e6 / chunks as f64
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
 /// One load level of one variant, over all repetitions.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LevelResult {
@@ -116,6 +143,9 @@ pub struct LevelResult {
     pub requests: usize,
     /// Requests the server failed (transport, status, error, no output).
     pub errors: usize,
+    /// Requests the client dropped on purpose.
+    #[serde(default)]
+    pub cancelled: usize,
     /// Served requests whose reply failed a check.
     pub corrupted: usize,
     /// Failures by kind: an error's first word or a check's name.
@@ -133,6 +163,14 @@ pub struct LevelResult {
     pub e2e: Option<Dist>,
     /// Time a request waited for a client slot before it was sent.
     pub queue: Option<Dist>,
+    /// Open loop: how late the client started requests against their
+    /// arrival schedule (its own lag, not the server's).
+    #[serde(default)]
+    pub schedule_delay: Option<Dist>,
+    /// The client's own CPU over the level, per stream event received
+    /// (None in-process, where the engine shares the process).
+    #[serde(default)]
+    pub client_cpu: Option<ClientCpu>,
     /// Output tokens/s of each served request.
     pub request_output_tokens_per_s: Option<Dist>,
     /// Medians over repetitions; every served request's tokens count,
@@ -170,6 +208,16 @@ pub struct LevelResult {
     /// Which isolation checks covered how many replies.
     #[serde(default)]
     pub coverage: Coverage,
+    /// The server's running and waiting counts over the level, from its
+    /// `/metrics` (empty: it has none).
+    #[serde(default)]
+    pub server_timeline: Vec<GaugePoint>,
+    /// The replies' tokens re-counted on the client, against the usage.
+    #[serde(default)]
+    pub tokens: Option<TokenFigures>,
+    /// With cancellation: what the server did with dropped requests.
+    #[serde(default)]
+    pub cancellation: Option<CancelFigures>,
     /// Some requests' token counts were counted from chunks because the
     /// server reported no usage.
     pub tokens_estimated: bool,
@@ -182,7 +230,7 @@ impl LevelResult {
         format!(
             "  {}: {}/{} served, {} corrupted, {:.1} output tok/s{}",
             self.label,
-            self.requests - self.errors,
+            self.requests - self.errors - self.cancelled,
             self.requests,
             self.corrupted,
             self.output_tokens_per_s,
@@ -279,7 +327,8 @@ impl LevelResult {
             label: shape.label(),
             x: shape.x(),
             requests: samples.len(),
-            errors: samples.iter().filter(|s| !s.served()).count(),
+            errors: samples.iter().filter(|s| s.error.is_some()).count(),
+            cancelled: samples.iter().filter(|s| s.cancelled).count(),
             corrupted: samples
                 .iter()
                 .filter(|s| s.served() && !s.correct())
@@ -293,6 +342,13 @@ impl LevelResult {
             itl: dist(served.iter().flat_map(|s| s.itl_ms()).collect()),
             e2e: dist(served.iter().map(|s| s.e2e_ms).collect()),
             queue: dist(samples.iter().map(|s| s.queue_ms()).collect()),
+            schedule_delay: dist(
+                samples
+                    .iter()
+                    .filter_map(|s| s.schedule_delay_ms())
+                    .collect(),
+            ),
+            client_cpu: None,
             request_output_tokens_per_s: dist(
                 served
                     .iter()
@@ -333,6 +389,9 @@ impl LevelResult {
                 )
             }),
             replay: None,
+            server_timeline: Vec::new(),
+            cancellation: None,
+            tokens: None,
             coverage: Coverage::of(samples.iter().copied()),
             tokens_estimated: served.iter().any(|s| !s.usage_reported),
             server,
@@ -452,7 +511,7 @@ impl BenchReport {
                     out,
                     "        ended at the token budget: {} of {} served",
                     l.cut_by_budget,
-                    l.requests - l.errors
+                    l.requests - l.errors - l.cancelled
                 );
                 if let Some(r) = l.reasoning_tokens.filter(|r| *r > 0) {
                     let _ = writeln!(out, "        reasoning tokens: {r}");
@@ -464,10 +523,29 @@ impl BenchReport {
                         l.markers_echoed, l.markers_sent
                     );
                 }
+                if let Some(t) = &l.tokens {
+                    let _ = writeln!(out, "        output tokens: {}", t.describe());
+                }
+                if let Some(c) = &l.cancellation {
+                    let _ = writeln!(out, "        cancelled: {}", c.describe());
+                }
                 if let Some(r) = &l.replay {
                     let _ = writeln!(out, "        replayed alone: {}", r.describe());
                 }
                 let _ = writeln!(out, "        {}", l.coverage.describe());
+                if let Some(c) = &l.client_cpu {
+                    let _ = writeln!(
+                        out,
+                        "        client: {:.2} CPU s, {:.1} us per stream event ({} events){}",
+                        c.cpu_s,
+                        c.us_per_chunk,
+                        c.chunks,
+                        l.schedule_delay.as_ref().map_or(String::new(), |d| format!(
+                            "; schedule delay p50 {:.2} ms, p99 {:.2} ms",
+                            d.p50, d.p99
+                        ))
+                    );
+                }
                 if let Some(s) = &l.server {
                     let fig = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
                     let _ = writeln!(

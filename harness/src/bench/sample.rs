@@ -27,8 +27,19 @@ pub struct Sample {
     /// level started; the difference is its client queue time.
     pub scheduled_ms: f64,
     pub sent_ms: f64,
+    /// Open loop, first turn: when its task started, in ms after the level
+    /// started; less its due time, the client's own schedule delay.
+    #[serde(default)]
+    pub started_ms: Option<f64>,
+    /// Stream events received (the client's work per request).
+    #[serde(default)]
+    pub chunks: usize,
     /// Why the server failed it (transport, status, error, no output).
     pub error: Option<String>,
+    /// The client dropped it on purpose (`--request-cancellation-rate`):
+    /// neither served nor an error.
+    #[serde(default)]
+    pub cancelled: bool,
     /// Checks of a 200 reply that failed: a corrupted reply.
     pub failed_checks: Vec<FailedCheck>,
     /// Failed checks of kinds the run tolerates (`--tolerate`): counted,
@@ -53,6 +64,9 @@ pub struct Sample {
     pub expected_cached: Option<u64>,
     /// Token counts came from the server's usage, not from counting chunks.
     pub usage_reported: bool,
+    /// The reply's text re-counted with the served tokenizer.
+    #[serde(default)]
+    pub recounted_tokens: Option<u64>,
     /// The isolation marker the request carried.
     pub marker: Option<String>,
     /// The request asked for a strict JSON schema.
@@ -69,16 +83,21 @@ pub struct Sample {
 impl Sample {
     /// The server served it (a 200 with output); its checks may still fail.
     pub fn served(&self) -> bool {
-        self.error.is_none()
+        self.error.is_none() && !self.cancelled
     }
 
     /// Served and every check passed.
     pub fn correct(&self) -> bool {
-        self.error.is_none() && self.failed_checks.is_empty()
+        self.served() && self.failed_checks.is_empty()
     }
 
     pub fn queue_ms(&self) -> f64 {
         (self.sent_ms - self.scheduled_ms).max(0.0)
+    }
+
+    /// How late the open loop started the request against its schedule.
+    pub fn schedule_delay_ms(&self) -> Option<f64> {
+        self.started_ms.map(|t| (t - self.scheduled_ms).max(0.0))
     }
 
     /// Gaps between consecutive output events.
@@ -106,6 +125,7 @@ impl Sample {
         let reply = Reply::of(ex);
         let mut s = Sample {
             e2e_ms: ex.millis,
+            chunks: ex.chunks.len(),
             finish_reason: reply.finish_reason.clone(),
             ..Default::default()
         };

@@ -21,6 +21,60 @@ const CACHE_HITS: [&str; 2] = [
     "vllm:prefix_cache_hits_total",
 ];
 
+/// Gauges of requests being generated and waiting, per known server.
+const RUNNING: [&str; 4] = [
+    "afm_running_sequences",
+    "vllm:num_requests_running",
+    "llamacpp:requests_processing",
+    "afm_mock_requests_running",
+];
+const WAITING: [&str; 3] = [
+    "afm_waiting_sequences",
+    "vllm:num_requests_waiting",
+    "llamacpp:requests_deferred",
+];
+
+/// The server's running and waiting requests at one moment of a level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct GaugePoint {
+    /// ms after the level started.
+    pub t_ms: f64,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+}
+
+impl GaugePoint {
+    pub fn of(t_ms: f64, c: &Counters) -> Option<GaugePoint> {
+        let first = |names: &[&str]| names.iter().find_map(|n| c.get(*n).copied());
+        let p = GaugePoint {
+            t_ms,
+            running: first(&RUNNING),
+            waiting: first(&WAITING),
+        };
+        (p.running.is_some() || p.waiting.is_some()).then_some(p)
+    }
+}
+
+/// Scrapes the gauges every `every` until `stop` is set; empty when the
+/// server has no `/metrics` or none of the known gauges.
+pub async fn watch(
+    target: Target,
+    every: std::time::Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<GaugePoint> {
+    let start = std::time::Instant::now();
+    let mut out = Vec::new();
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let t_ms = start.elapsed().as_secs_f64() * 1000.0;
+        match scrape(&target).await.and_then(|c| GaugePoint::of(t_ms, &c)) {
+            Some(p) => out.push(p),
+            None => break,
+        }
+        tokio::time::sleep(every).await;
+    }
+    out
+}
+
 /// Counters summed over label sets, by metric name.
 pub type Counters = BTreeMap<String, f64>;
 

@@ -15,7 +15,8 @@ pub enum Fault {
     Stall { ms: f64 },
     /// Half-way through, the connection is cut.
     Reset,
-    /// The usage reports one output token more than was sent.
+    /// The usage reports three output tokens more than were sent (more
+    /// than an end-of-turn token counted).
     Miscount,
     /// A dropped client's generation goes on to the end (counted as
     /// running in /metrics), as a server that never notices a cancel.

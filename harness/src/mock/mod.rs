@@ -231,9 +231,8 @@ impl Mock {
     /// Whether request `id` is in the faults' share (request k is when
     /// floor((k + 1) x share) passes a whole number).
     fn faulted(&self, id: u64, fault: Fault) -> bool {
-        let s = self.args.fault_share;
-        let k = id as f64;
-        self.args.fault.contains(&fault) && ((k + 1.0) * s).floor() > (k * s).floor()
+        self.args.fault.contains(&fault)
+            && crate::bench::load::in_share(id as usize, self.args.fault_share)
     }
 
     fn since_start_ms(&self, at: Instant) -> f64 {
@@ -346,8 +345,12 @@ async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response
     };
     let counted: Vec<String>;
     if miscount {
-        // The usage counts one token the stream never carried.
-        counted = pieces.iter().cloned().chain([String::new()]).collect();
+        // The usage counts tokens the stream never carried.
+        counted = pieces
+            .iter()
+            .cloned()
+            .chain(std::iter::repeat_n(String::new(), 3))
+            .collect();
         reply.pieces = &counted;
     }
     let guard = Guard {
@@ -376,8 +379,8 @@ async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response
     }
     let mut frames = reply.frames();
     if miscount {
-        // The extra token is in the usage only, not in the stream.
-        frames.retain(|f| f.token != Some(pieces.len()));
+        // The extra tokens are in the usage only, not in the stream.
+        frames.retain(|f| f.token.is_none_or(|k| k < pieces.len()));
     }
     let schedule: Vec<(Instant, Option<usize>, Bytes)> = frames
         .into_iter()

@@ -157,6 +157,13 @@ pub struct BenchArgs {
     /// a failure, not a figure (implied in-process with --deterministic).
     #[arg(long)]
     pub batch_invariant: bool,
+    /// Percent of requests (0..100) the client drops after
+    /// --request-cancellation-delay (AIPerf's flags).
+    #[arg(long, default_value_t = 0.0)]
+    pub request_cancellation_rate: f64,
+    /// Seconds after sending that a cancelled request is dropped.
+    #[arg(long, default_value_t = 0.0)]
+    pub request_cancellation_delay: f64,
     /// Write every request's record to OUT/requests.jsonl.
     #[arg(long)]
     pub save_requests: bool,
@@ -217,6 +224,13 @@ impl BenchArgs {
                 "--tolerate {k:?}: the checks are {}",
                 CHECK_KINDS.join(", ")
             );
+        }
+        if !(0.0..=100.0).contains(&args.request_cancellation_rate) {
+            bail!("--request-cancellation-rate is a percentage");
+        }
+        if !(args.request_cancellation_delay.is_finite() && args.request_cancellation_delay >= 0.0)
+        {
+            bail!("--request-cancellation-delay is seconds, 0 or more");
         }
         if args.percentiles.iter().any(|p| !(0.0..=100.0).contains(p)) {
             bail!("--percentiles are between 0 and 100");

@@ -7,8 +7,9 @@ pub mod args;
 pub mod scenario;
 
 use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -16,18 +17,20 @@ use self::args::BenchArgs;
 use self::scenario::VariantSpec;
 use super::Observer;
 use crate::bench::arrivals::{Bound, Shape};
+use crate::bench::cancel::{self, CancelFigures};
 use crate::bench::dataset::builtin::Workload;
 use crate::bench::dataset::synthetic::Vocabulary;
 use crate::bench::dataset::trace::Trace;
 use crate::bench::dataset::{Dataset, Source};
 use crate::bench::goodput::Slo;
 use crate::bench::load::Player;
+use crate::bench::recount::{self, TokenFigures};
 use crate::bench::replay::{self, ReplayFigures};
 use crate::bench::request::RequestSettings;
-use crate::bench::results::{BenchReport, BenchRun, LevelResult, Search, Variant};
+use crate::bench::results::{BenchReport, BenchRun, ClientCpu, LevelResult, Search, Variant};
 use crate::bench::schema_probe;
 use crate::bench::tokens::TokenCounter;
-use crate::bench::{page, records, search, server_metrics};
+use crate::bench::{client_cpu, page, records, search, server_metrics};
 use crate::report::{html, write_text};
 use crate::run_info;
 use crate::server::Target;
@@ -125,9 +128,20 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
             ));
         }
         schema_share = player.schema_share;
+        let counter = match args.no_verify {
+            true => Err("checks off (--no-verify)".to_string()),
+            false => runtime
+                .block_on(TokenCounter::probe(
+                    &player.target,
+                    &model,
+                    args.tokenizer.as_deref(),
+                ))
+                .map_err(|e| format!("{e:#}")),
+        };
         let levels = Levels {
             args,
             runtime: &runtime,
+            counter: &counter,
             player: Arc::new(player),
             slo: &slo,
             enforce_alone: args.batch_invariant
@@ -206,6 +220,8 @@ fn player(
         verify: !args.no_verify,
         tolerate: args.tolerate.clone(),
         schema_share: args.schema_share.unwrap_or(0.0),
+        cancel_share: args.request_cancellation_rate / 100.0,
+        cancel_after: std::time::Duration::from_secs_f64(args.request_cancellation_delay),
         think_s: args.think_time,
         seed: args.seed,
     }
@@ -223,6 +239,8 @@ struct Levels<'a> {
     salt: String,
     variant: &'a str,
     observer: &'a dyn Observer,
+    /// The served tokenizer, to re-count replies with (Err: why none).
+    counter: &'a std::result::Result<TokenCounter, String>,
 }
 
 type Records = Option<std::io::BufWriter<std::fs::File>>;
@@ -280,12 +298,45 @@ impl Levels<'_> {
                     .note(&format!("warning: a warm-up request failed: {e}"));
             }
         }
+        let cancelling = player.cancel_share > 0.0;
+        let probe_before = match cancelling {
+            true => rt.block_on(cancel::probe_ttft(
+                &player.target,
+                &player.settings,
+                args.max_tokens,
+            )),
+            false => None,
+        };
         let before = rt.block_on(server_metrics::scrape(&player.target));
         let mut runs = Vec::new();
         let mut replayed = None;
+        let mut cpu_s = 0.0;
+        let mut timeline = Vec::new();
+        let mut tokens = None;
         for rep in 0..args.repetitions {
             let salt = format!("{}-{tag}-{rep}", self.salt);
-            let mut run = rt.block_on(player.play(shape, args.bound(), &salt));
+            let cpu = client_cpu::process_cpu_s();
+            let (mut run, gauges) = rt.block_on(async {
+                let stop = Arc::new(AtomicBool::new(false));
+                let watcher = tokio::spawn(server_metrics::watch(
+                    player.target.clone(),
+                    Duration::from_millis(250),
+                    stop.clone(),
+                ));
+                let run = player.play(shape, args.bound(), &salt).await;
+                stop.store(true, Ordering::SeqCst);
+                (run, watcher.await.unwrap_or_default())
+            });
+            cpu_s += client_cpu::process_cpu_s()
+                .zip(cpu)
+                .map_or(0.0, |(b, a)| b - a);
+            if rep == 0 {
+                timeline = gauges;
+                tokens = Some(match self.counter {
+                    Ok(c) => rt.block_on(recount::recount(c, &mut run.samples)),
+                    Err(why) => TokenFigures::skipped(why.clone()),
+                });
+            }
             if rep == 0 && args.verify_alone > 0 && !args.no_verify {
                 replayed = Some(if args.temperature != 0.0 {
                     ReplayFigures::skipped("temperature > 0: a replay may differ by sampling")
@@ -312,6 +363,26 @@ impl Levels<'_> {
             .map(|(b, a)| server_metrics::delta(&b, &a));
         let mut level = LevelResult::of(shape, &runs, server, self.slo, &args.percentiles);
         level.replay = replayed;
+        if cancelling {
+            let mut c = CancelFigures::new(
+                level.cancelled,
+                args.request_cancellation_delay,
+                shape.in_flight_cap(),
+                &timeline,
+            );
+            c.probe_ttft_before_ms = probe_before;
+            c.probe_ttft_after_ms = rt.block_on(cancel::probe_ttft(
+                &player.target,
+                &player.settings,
+                args.max_tokens,
+            ));
+            level.cancellation = Some(c);
+        }
+        level.server_timeline = timeline;
+        level.tokens = tokens;
+        if self.args.target.remote() {
+            level.client_cpu = Some(ClientCpu::of(cpu_s, &runs));
+        }
         self.observer.note(&level.headline());
         Ok(level)
     }
