@@ -20,8 +20,27 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-/// A chart of `series`; None-valued points must be left out by the caller.
+/// How the x axis is drawn.
+#[derive(Clone, Copy, PartialEq)]
+enum Scale {
+    /// Doubling levels, one tick per value.
+    Log2,
+    /// Time, five ticks.
+    Linear,
+}
+
+/// A chart of `series` against the load; None-valued points must be left
+/// out by the caller.
 pub fn line_chart(title: &str, unit: &str, axis: &str, series: &[Series]) -> String {
+    chart(title, unit, axis, series, Scale::Log2)
+}
+
+/// A chart of `series` against time (a linear axis).
+pub fn time_chart(title: &str, unit: &str, axis: &str, series: &[Series]) -> String {
+    chart(title, unit, axis, series, Scale::Linear)
+}
+
+fn chart(title: &str, unit: &str, axis: &str, series: &[Series], scale: Scale) -> String {
     let xs: Vec<f64> = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
@@ -34,13 +53,17 @@ pub fn line_chart(title: &str, unit: &str, axis: &str, series: &[Series]) -> Str
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max);
     let y_top = nice_ceiling(y_max);
-    let (lx_min, lx_max) = (x_min.max(1.0).log2(), x_max.max(1.0).log2());
+    let at = |x: f64| match scale {
+        Scale::Log2 => x.max(1.0).log2(),
+        Scale::Linear => x,
+    };
+    let (lx_min, lx_max) = (at(x_min), at(x_max));
     let px = |x: f64| {
         let span = (lx_max - lx_min).max(1e-9);
         if xs.len() <= 1 || lx_max == lx_min {
             LEFT + (W - LEFT - RIGHT) / 2.0
         } else {
-            LEFT + (x.max(1.0).log2() - lx_min) / span * (W - LEFT - RIGHT)
+            LEFT + (at(x) - lx_min) / span * (W - LEFT - RIGHT)
         }
     };
     let py = |y: f64| TOP + (1.0 - y / y_top) * (H - TOP - BOTTOM);
@@ -69,7 +92,13 @@ pub fn line_chart(title: &str, unit: &str, axis: &str, series: &[Series]) -> Str
             v = short_number(v)
         );
     }
-    let mut ticks: Vec<f64> = xs.clone();
+    let mut ticks: Vec<f64> = match scale {
+        Scale::Log2 => xs.clone(),
+        Scale::Linear if xs.is_empty() => Vec::new(),
+        Scale::Linear => (0..=4)
+            .map(|k| x_min + (x_max - x_min) * k as f64 / 4.0)
+            .collect(),
+    };
     ticks.sort_by(f64::total_cmp);
     ticks.dedup();
     for x in ticks {

@@ -162,6 +162,7 @@ mod tests {
                 server_flags: vec![],
                 levels,
                 search: None,
+                stopped: None,
                 schema_probe: None,
             }],
         )

@@ -14,7 +14,8 @@
 //! ([`stats`]), [`goodput`] and cache figures, shown as a table, JSON and
 //! an HTML [`page`] with [`charts`]; [`search`] finds the highest load
 //! meeting an SLO; [`records`] keeps every request; [`compare`] sets two
-//! runs side by side; [`server_metrics`] reads the server's own counters.
+//! runs side by side; [`server_metrics`] reads the server's own counters;
+//! [`merge`] joins several clients' records into one report.
 
 pub mod arrivals;
 pub mod cancel;
@@ -25,6 +26,7 @@ pub mod coverage;
 pub mod dataset;
 pub mod goodput;
 pub mod load;
+pub mod merge;
 pub mod page;
 pub mod records;
 pub mod recount;

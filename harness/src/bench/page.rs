@@ -67,6 +67,56 @@ pub fn render(report: &BenchReport) -> Result<String> {
             charts::line_chart(title, unit, axis, &series)
         })
         .collect();
+    let mut svgs = svgs;
+    // Throughput against each user's speed, one point per level: the
+    // trade-off a deployment picks from (AIPerf's Pareto plot).
+    let pareto: Vec<Series> = report
+        .variants
+        .iter()
+        .map(|v| Series {
+            name: v.name.clone(),
+            points: v
+                .levels
+                .iter()
+                .filter_map(|l| {
+                    let per_user = l.request_output_tokens_per_s.as_ref()?.p50;
+                    Some((per_user, l.output_tokens_per_s))
+                })
+                .collect(),
+        })
+        .collect();
+    if pareto.iter().any(|s| s.points.len() > 1) {
+        svgs.push(charts::line_chart(
+            "Throughput against per-user speed",
+            "output tokens/s",
+            "output tokens/s per request (p50)",
+            &pareto,
+        ));
+    }
+    // The server's running requests over each level, from its /metrics.
+    for v in &report.variants {
+        let series: Vec<Series> = v
+            .levels
+            .iter()
+            .filter(|l| l.server_timeline.iter().any(|p| p.running.is_some()))
+            .map(|l| Series {
+                name: l.label.clone(),
+                points: l
+                    .server_timeline
+                    .iter()
+                    .filter_map(|p| Some((p.t_ms / 1000.0, p.running?)))
+                    .collect(),
+            })
+            .collect();
+        if !series.is_empty() {
+            svgs.push(charts::time_chart(
+                &format!("Server: requests running ({})", v.name),
+                "requests",
+                "seconds into the level",
+                &series,
+            ));
+        }
+    }
     // Server counters as cells ("-" when the server has no such counter).
     let server: Vec<Vec<[String; 2]>> = report
         .variants

@@ -1,6 +1,7 @@
 //! Per-request records (`--save-requests`): one JSON line per request,
 //! with its level, when it was due, sent and answered, each output
-//! event's time, its usage and its checks, to analyse or replay a run.
+//! event's time, its usage and its checks, to analyse or replay a run, or
+//! to merge several clients' runs into one report (`afm-bench merge`).
 
 use std::io::Write;
 use std::path::Path;
@@ -8,30 +9,28 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::json;
 
+use super::arrivals::Shape;
 use super::sample::Sample;
 
 /// Appends `samples` of one level (and repetition) to `out`.
 pub fn write(
     out: &mut impl Write,
     variant: &str,
-    level: &str,
+    shape: &Shape,
     repetition: usize,
     samples: &[Sample],
 ) -> Result<()> {
+    let level = shape.label();
     for s in samples {
-        let line = json!({
+        // The sample itself (every field, so `afm-bench merge` can read it
+        // back), with the level's and some derived figures beside it.
+        let mut line = serde_json::to_value(s)?;
+        let extra = json!({
             "variant": variant,
             "level": level,
+            "shape": shape,
             "repetition": repetition,
-            "conversation": s.conversation,
-            "turn": s.turn,
-            "scheduled_ms": s.scheduled_ms,
-            "sent_ms": s.sent_ms,
             "queue_ms": s.queue_ms(),
-            "ttft_ms": s.ttft_ms,
-            "ttfa_ms": s.ttfa_ms,
-            "e2e_ms": s.e2e_ms,
-            "token_ms": s.token_ms,
             "usage": {
                 "prompt_tokens": s.prompt_tokens,
                 "output_tokens": s.output_tokens,
@@ -39,16 +38,13 @@ pub fn write(
                 "cached_tokens": s.cached_tokens,
                 "reported": s.usage_reported,
             },
-            "expected_cached": s.expected_cached,
-            "marker": s.marker,
-            "schema": s.schema,
-            "finish_reason": s.finish_reason,
-            "error": s.error,
-            "failed_checks": s.failed_checks,
             "tolerated_checks": s.tolerated,
             "correct": s.correct(),
             "reply": s.content,
         });
+        if let (Some(o), Some(e)) = (line.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
         writeln!(out, "{line}")?;
     }
     Ok(())

@@ -64,15 +64,18 @@ impl TokenFigures {
 }
 
 /// Re-counts the plain-text replies of `samples` (no calls, no
-/// reasoning, usage reported) with `counter`.
+/// reasoning, no schema, usage reported) with `counter`.
 pub async fn recount(counter: &TokenCounter, samples: &mut [Sample]) -> TokenFigures {
     let mut f = TokenFigures {
         counted_with: Some(counter.describe().to_string()),
         ..Default::default()
     };
+    // Schema replies are left out: a grammar picks the tokens it allows,
+    // often not the tokenizer's own split of the same text.
     let plain = |s: &Sample| {
         s.served()
             && s.usage_reported
+            && !s.schema
             && s.reasoning_tokens.unwrap_or(0) == 0
             && !s.content.contains("\n[call ")
     };

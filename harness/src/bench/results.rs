@@ -427,6 +427,9 @@ pub struct Variant {
     pub levels: Vec<LevelResult>,
     #[serde(default)]
     pub search: Option<Search>,
+    /// Why the sweep stopped before its last level (`--stop-at-saturation`).
+    #[serde(default)]
+    pub stopped: Option<String>,
     /// Whether the server enforced a nonce schema before the run (None:
     /// not probed: checks off, or `--schema-share` given).
     #[serde(default)]
@@ -571,6 +574,9 @@ impl BenchReport {
                     );
                 }
             }
+            if let Some(s) = &v.stopped {
+                let _ = writeln!(out, "  sweep stopped: {s}");
+            }
             if let Some(s) = &v.search {
                 let _ = writeln!(
                     out,
@@ -583,6 +589,25 @@ impl BenchReport {
         }
         out
     }
+}
+
+/// Over-saturation (`--stop-at-saturation`): `level` queues more than it
+/// serves. Its TTFT p50 is over twice the first level's, and its output
+/// tokens/s grew less than 10% over `previous`'s.
+pub fn saturated(
+    first: &LevelResult,
+    previous: &LevelResult,
+    level: &LevelResult,
+) -> Option<String> {
+    let (t0, t) = (first.ttft.as_ref()?.p50, level.ttft.as_ref()?.p50);
+    let gain = level.output_tokens_per_s / previous.output_tokens_per_s.max(1e-9);
+    (t > 2.0 * t0 && gain < 1.1).then(|| {
+        format!(
+            "over-saturated at {}: TTFT p50 {t:.1} ms (first level {t0:.1} ms), \
+             output tokens/s x{gain:.2} over {}",
+            level.label, previous.label
+        )
+    })
 }
 
 /// Milliseconds for the table; "-" when nothing was measured.
@@ -661,6 +686,22 @@ mod tests {
         assert_eq!(l.output_tokens_per_s, 22.0);
         assert_eq!(l.requests_per_s, 1.0);
         assert_eq!(l.corrupted_requests[0].check, "isolation");
+    }
+
+    #[test]
+    fn a_level_is_over_saturated_when_ttft_grows_and_throughput_does_not() {
+        let at = |ttft: f64, tok_s: f64| LevelResult {
+            ttft: Dist::of(&[ttft]),
+            output_tokens_per_s: tok_s,
+            ..Default::default()
+        };
+        let first = at(50.0, 100.0);
+        // Throughput still grows: load is being served, not only queued.
+        assert_eq!(saturated(&first, &at(80.0, 180.0), &at(120.0, 300.0)), None);
+        // TTFT up 2.4x, throughput up 5%: more load only queues.
+        assert!(saturated(&first, &at(80.0, 300.0), &at(120.0, 315.0)).is_some());
+        // Flat throughput but TTFT still low: not saturated yet.
+        assert_eq!(saturated(&first, &at(60.0, 300.0), &at(90.0, 300.0)), None);
     }
 
     #[test]

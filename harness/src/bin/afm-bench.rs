@@ -36,6 +36,17 @@ enum Command {
     /// Serve a mock model with exact, recorded timing and optional faults
     /// (`GET /mock/record`).
     Mock(Box<afm_harness::mock::MockArgs>),
+    /// Several clients' runs (each with --save-requests, the same levels,
+    /// a shared --start-at) as one report: every level computed again
+    /// over all their requests.
+    Merge {
+        /// The runs' folders (bench.json and requests.jsonl in each).
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// Where the merged bench.json and bench.html go.
+        #[arg(long, default_value = "afm-bench-merged")]
+        out: PathBuf,
+    },
     /// Two runs side by side: each metric of A and B and the ratio B/A.
     Compare {
         /// A run: its bench.json or the folder holding it.
@@ -55,6 +66,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run(&args),
         Some(Command::Compare { a, b }) => compare_runs(&a, &b),
         Some(Command::Mock(args)) => serve_mock(*args),
+        Some(Command::Merge { runs, out }) => merge_runs(&runs, &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -76,6 +88,23 @@ fn read_run(p: &Path) -> Result<BenchReport> {
 
 fn compare_runs(a: &Path, b: &Path) -> Result<()> {
     print!("{}", compare::text(&read_run(a)?, &read_run(b)?));
+    Ok(())
+}
+
+fn merge_runs(runs: &[PathBuf], out: &Path) -> Result<()> {
+    let report = afm_harness::bench::merge::merge(runs)?;
+    std::fs::create_dir_all(out)?;
+    report.write(&out.join("bench.json"))?;
+    afm_harness::report::write_text(
+        &out.join("bench.html"),
+        &afm_harness::bench::page::render(&report)?,
+    )?;
+    print!("{}", report.table());
+    println!(
+        "afm-bench: merged {} runs into {}",
+        runs.len(),
+        out.display()
+    );
     Ok(())
 }
 

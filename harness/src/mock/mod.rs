@@ -168,18 +168,35 @@ pub fn router(args: MockArgs) -> Result<Router> {
         tokens_total: AtomicU64::new(0),
         proxy,
     });
-    Ok(Router::new()
+    let generation = Router::new()
         .route("/v1/chat/completions", post(generate))
         .route("/v1/completions", post(generate))
         .route("/v1/messages", post(generate))
         .route("/v1/responses", post(generate))
-        .route("/v1/models", get(models))
-        .route("/tokenize", post(tokenize))
-        .route("/metrics", get(metrics))
-        .route("/health", get(|| async { "ok" }))
         .route("/mock/record", get(record))
-        .route("/mock/reset", post(reset))
-        .with_state(mock))
+        .route("/mock/reset", post(reset));
+    // A proxy passes everything else (models, health, metrics, token
+    // counts) through as it is.
+    let rest = match mock.proxy {
+        Some(_) => Router::new().fallback(pass_through),
+        None => Router::new()
+            .route("/v1/models", get(models))
+            .route("/tokenize", post(tokenize))
+            .route("/metrics", get(metrics))
+            .route("/health", get(|| async { "ok" })),
+    };
+    Ok(generation.merge(rest).with_state(mock))
+}
+
+async fn pass_through(
+    State(m): State<Arc<Mock>>,
+    method: axum::http::Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    let p = m.proxy.as_ref().expect("a proxy's route");
+    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    p.pass(method, path, body).await
 }
 
 async fn models(State(m): State<Arc<Mock>>) -> Json<Value> {

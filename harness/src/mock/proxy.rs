@@ -107,14 +107,30 @@ impl Proxy {
             .expect("a response")
     }
 
+    /// Forwards a request that is not a generation, untouched.
+    pub async fn pass(&self, method: axum::http::Method, path: &str, body: Bytes) -> Response {
+        let w = self.send(method, path, body).await;
+        Response::builder()
+            .status(StatusCode::from_u16(w.status).unwrap_or(StatusCode::BAD_GATEWAY))
+            .header(header::CONTENT_TYPE, w.content_type)
+            .body(Body::from(w.body))
+            .expect("a response")
+    }
+
     async fn fetch(&self, path: &str, body: Bytes) -> Whole {
-        let sent = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await;
+        self.send(axum::http::Method::POST, path, body).await
+    }
+
+    async fn send(&self, method: axum::http::Method, path: &str, body: Bytes) -> Whole {
+        let method =
+            reqwest::Method::from_bytes(method.as_str().as_bytes()).unwrap_or(reqwest::Method::GET);
+        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if !body.is_empty() {
+            req = req
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        let sent = req.send().await;
         let failed = |e: String| Whole {
             status: 502,
             content_type: "application/json".into(),

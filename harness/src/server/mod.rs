@@ -113,11 +113,7 @@ impl Target {
         // so), and a pooled connection the server just closed fails the
         // next request before it is sent. Connecting costs a few tens of
         // microseconds locally, the same for every server.
-        let client = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(600))
-            .pool_max_idle_per_host(0)
-            .build()
-            .expect("an HTTP client");
+        let client = http_client(0);
         Target::Http {
             client,
             base: base.trim_end_matches('/').to_string(),
@@ -125,6 +121,18 @@ impl Target {
             model: None,
             routes: Vec::new(),
         }
+    }
+
+    /// The same target keeping connections alive between requests, as
+    /// AIPerf and GuideLLM do (`afm-bench --keep-alive`): a burst of
+    /// requests then no longer pays a connection each, at the risk named
+    /// in [`Target::http`].
+    pub fn keep_alive(mut self) -> Self {
+        #[allow(irrefutable_let_patterns)]
+        if let Target::Http { client, .. } = &mut self {
+            *client = http_client(usize::MAX);
+        }
+        self
     }
 
     /// The same target, sending a request whose path starts with a key of
@@ -276,6 +284,14 @@ impl Target {
             _ => body,
         }
     }
+}
+
+fn http_client(idle_per_host: usize) -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(600))
+        .pool_max_idle_per_host(idle_per_host)
+        .build()
+        .expect("an HTTP client")
 }
 
 fn headers_of(h: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {

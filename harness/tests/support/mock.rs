@@ -27,7 +27,8 @@ pub fn start(args: MockArgs) -> String {
 }
 
 /// afm-bench's settings for a run against `url`, as its command line
-/// would give them: no warm-up, 16 requests a level, then `extra`.
+/// would give them: no warm-up, 16 requests a level unless `extra` says,
+/// then `extra`.
 pub fn bench_args(
     url: &str,
     out: &std::path::Path,
@@ -41,7 +42,10 @@ pub fn bench_args(
     }
     let out = out.display().to_string();
     let mut argv = vec!["afm-bench", "--url", url, "--out", &out];
-    argv.extend(["--warmup", "0", "--requests", "16"]);
+    argv.extend(["--warmup", "0"]);
+    if !extra.contains(&"--requests") {
+        argv.extend(["--requests", "16"]);
+    }
     argv.extend(extra);
     Cli::try_parse_from(argv).unwrap().args
 }

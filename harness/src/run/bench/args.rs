@@ -131,6 +131,11 @@ pub struct BenchArgs {
     /// given starts), else over concurrency.
     #[arg(long)]
     pub slo_search: Option<f64>,
+    /// Stop a sweep at over-saturation: a level whose TTFT p50 is more
+    /// than twice the first level's while its output tokens/s grew less
+    /// than 10% over the level before (more load only queues).
+    #[arg(long)]
+    pub stop_at_saturation: bool,
     /// Levels a search may probe.
     #[arg(long, default_value_t = 6)]
     pub search_steps: usize,
@@ -164,6 +169,17 @@ pub struct BenchArgs {
     /// Seconds after sending that a cancelled request is dropped.
     #[arg(long, default_value_t = 0.0)]
     pub request_cancellation_delay: f64,
+    /// Keep connections alive between requests (as AIPerf and GuideLLM
+    /// do): a burst's TTFT then holds no connection set-up. Off by
+    /// default: some servers (llama.cpp's) close a kept connection after
+    /// a stream without saying so, and the next request on it fails.
+    #[arg(long)]
+    pub keep_alive: bool,
+    /// Start measuring at this Unix time (seconds): several afm-bench
+    /// processes, on one machine or many, start their first level together
+    /// (then `afm-bench merge`).
+    #[arg(long)]
+    pub start_at: Option<f64>,
     /// Write every request's record to OUT/requests.jsonl.
     #[arg(long)]
     pub save_requests: bool,

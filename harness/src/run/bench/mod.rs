@@ -27,7 +27,7 @@ use crate::bench::load::Player;
 use crate::bench::recount::{self, TokenFigures};
 use crate::bench::replay::{self, ReplayFigures};
 use crate::bench::request::RequestSettings;
-use crate::bench::results::{BenchReport, BenchRun, ClientCpu, LevelResult, Search, Variant};
+use crate::bench::results::{self, BenchReport, BenchRun, ClientCpu, LevelResult, Search, Variant};
 use crate::bench::schema_probe;
 use crate::bench::tokens::TokenCounter;
 use crate::bench::{client_cpu, page, records, search, server_metrics};
@@ -93,7 +93,10 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
             true => user_flags.clone(),
             false => opened.flags.clone(),
         };
-        let target = opened.target.clone();
+        let target = match args.keep_alive {
+            true => opened.target.clone().keep_alive(),
+            false => opened.target.clone(),
+        };
         model = target
             .model()
             .context("the target names no model")?
@@ -150,12 +153,13 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
             variant: &spec.name,
             observer: &*observer,
         };
-        let (levels, search) = levels.measure_all(&mut records)?;
+        let (levels, search, stopped) = levels.measure_all(&mut records)?;
         variants.push(Variant {
             name: spec.name.clone(),
             server_flags: flags,
             levels,
             search,
+            stopped,
             schema_probe: probe,
         });
         // The engine of this variant stops before the next one starts.
@@ -248,14 +252,28 @@ type Records = Option<std::io::BufWriter<std::fs::File>>;
 impl Levels<'_> {
     /// Every level of the run's shapes, or the levels an SLO search
     /// probes (sorted by load) with the search's outcome.
-    fn measure_all(&self, records: &mut Records) -> Result<(Vec<LevelResult>, Option<Search>)> {
+    fn measure_all(
+        &self,
+        records: &mut Records,
+    ) -> Result<(Vec<LevelResult>, Option<Search>, Option<String>)> {
         let all = self.args.shapes();
         let mut levels = Vec::new();
         let Some(pct) = self.args.slo_search else {
             for (k, shape) in all.into_iter().enumerate() {
-                levels.push(self.measure(shape, &k.to_string(), records)?);
+                let level = self.measure(shape, &k.to_string(), records)?;
+                let stop = match (levels.first(), levels.last()) {
+                    (Some(first), Some(previous)) if self.args.stop_at_saturation => {
+                        results::saturated(first, previous, &level)
+                    }
+                    _ => None,
+                };
+                levels.push(level);
+                if let Some(why) = stop {
+                    self.observer.note(&format!("sweep stopped: {why}"));
+                    return Ok((levels, None, Some(why)));
+                }
             }
-            return Ok((levels, None));
+            return Ok((levels, None, None));
         };
         let first = all[0];
         let start = all.iter().map(|s| s.x()).fold(f64::MAX, f64::min);
@@ -269,7 +287,7 @@ impl Levels<'_> {
             Ok(share)
         })?;
         levels.sort_by(|a, b| a.x.total_cmp(&b.x));
-        Ok((levels, Some(found)))
+        Ok((levels, Some(found), None))
     }
 
     /// One level: a warm-up at its load, its repetitions (the first
@@ -296,6 +314,15 @@ impl Levels<'_> {
             if let Some(e) = warm.samples.iter().find_map(|s| s.error.clone()) {
                 self.observer
                     .note(&format!("warning: a warm-up request failed: {e}"));
+            }
+        }
+        if let Some(at) = args.start_at {
+            // A shared start: wait for it (a start already past is now).
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            if at > now {
+                std::thread::sleep(Duration::from_secs_f64(at - now));
             }
         }
         let cancelling = player.cancel_share > 0.0;
@@ -353,7 +380,7 @@ impl Levels<'_> {
                 });
             }
             if let Some(out) = records.as_mut() {
-                records::write(out, self.variant, &shape.label(), rep, &run.samples)?;
+                records::write(out, self.variant, &shape, rep, &run.samples)?;
             }
             runs.push(run);
         }

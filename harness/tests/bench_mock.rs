@@ -1,0 +1,147 @@
+//! afm-bench against its mock, whose timing and faults are known: its
+//! latencies agree with the mock's own record of the same requests; a
+//! server that keeps generating for dropped clients is told from one that
+//! stops; a usage that over-reports output tokens is counted per request;
+//! two clients' records merge into one report. No engine needed.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use afm_harness::bench::merge;
+use afm_harness::bench::results::BenchReport;
+use afm_harness::mock::record::MockRecord;
+use afm_harness::run::{bench, Quiet};
+use afm_harness::server::Target;
+use support::mock::{self, bench_args};
+
+fn scratch(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("afm-bench-mock-{}-{name}", std::process::id()))
+}
+
+fn run(url: &str, name: &str, extra: &[&str]) -> BenchReport {
+    let out = scratch(name);
+    let _ = std::fs::remove_dir_all(&out);
+    bench::run(&bench_args(url, &out, extra), Arc::new(Quiet)).unwrap()
+}
+
+fn with_fault(mut args: afm_harness::mock::MockArgs, fault: &str) -> String {
+    args.fault = vec![fault.parse().unwrap()];
+    mock::start(args)
+}
+
+/// The mock's own record, read without the caller's runtime (the runs
+/// build their own).
+fn record(url: &str) -> MockRecord {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ex = rt.block_on(Target::http(url, None).get("/mock/record"));
+    serde_json::from_value(ex.body).unwrap()
+}
+
+#[test]
+fn latencies_agree_with_the_mocks_own_record() {
+    let url = mock::start(afm_harness::mock::MockArgs::timed(20.0, 5.0, 16));
+    let flags = [
+        "--concurrency",
+        "4",
+        "--keep-alive",
+        "--verify-alone",
+        "0",
+        "--schema-share",
+        "0",
+    ];
+    let report = run(&url, "timing", &flags);
+    let level = &report.variants[0].levels[0];
+    let own = record(&url).timing();
+    assert_eq!(own.streams, 16);
+    // The client's figures hold the mock's plus the way there and back:
+    // never less. How much more is a measurement (speed/mock_timing.sh:
+    // within 1 ms at one stream on a quiet machine), not a test's bound;
+    // this one only catches a clock started at the wrong moment (from the
+    // level's start, a request's TTFT would hold those before it).
+    for (what, client, mock) in [
+        ("ttft", &level.ttft, &own.ttft),
+        ("e2e", &level.e2e, &own.e2e),
+    ] {
+        let (c, m) = (client.as_ref().unwrap().p50, mock.as_ref().unwrap().p50);
+        assert!(
+            (-0.5..50.0).contains(&(c - m)),
+            "{what} p50: client {c:.2} ms, mock {m:.2} ms"
+        );
+    }
+    // Gaps a busy client reads late bunch up (one shorter, the next
+    // longer); their mean moves only by the first and last token's delay.
+    let (c, m) = (
+        level.itl.as_ref().unwrap().mean,
+        own.itl.as_ref().unwrap().mean,
+    );
+    assert!(
+        (c - m).abs() < 5.0,
+        "itl mean: client {c:.2} ms, mock {m:.2} ms"
+    );
+    let cpu = level.client_cpu.unwrap();
+    assert!(cpu.chunks >= 16 * 16 && cpu.us_per_chunk > 0.0, "{cpu:?}");
+}
+
+#[test]
+fn a_server_that_keeps_generating_for_dropped_clients_is_told_apart() {
+    let slow = afm_harness::mock::MockArgs::timed(5.0, 5.0, 200);
+    let stops = mock::start(slow.clone());
+    let keeps = with_fault(slow, "ignore-cancel");
+    let flags = [
+        "--concurrency",
+        "4",
+        "--requests",
+        "12",
+        "--request-cancellation-rate",
+        "50",
+        "--request-cancellation-delay",
+        "0.1",
+        "--verify-alone",
+        "0",
+    ];
+    for (url, kept) in [(&stops, false), (&keeps, true)] {
+        let report = run(url, &format!("cancel-{kept}"), &flags);
+        let level = &report.variants[0].levels[0];
+        let c = level.cancellation.clone().unwrap();
+        assert!(c.cancelled >= 3, "{c:?}");
+        assert_eq!(level.errors, 0, "a cancel is not an error");
+        assert_eq!(c.kept_generating(), Some(kept), "{}", c.describe());
+        assert!(c.probe_ttft_after_ms.is_some());
+    }
+}
+
+#[test]
+fn output_tokens_the_usage_over_reports_are_counted_per_request() {
+    let honest = mock::start(mock::fast());
+    let lying = with_fault(mock::fast(), "miscount");
+    let flags = ["--concurrency", "2", "--verify-alone", "0"];
+    let ok = run(&honest, "tokens-ok", &flags).variants[0].levels[0]
+        .tokens
+        .clone()
+        .unwrap();
+    assert!(ok.compared >= 12 && ok.equal == ok.compared, "{ok:?}");
+    let bad = run(&lying, "tokens-bad", &flags).variants[0].levels[0]
+        .tokens
+        .clone()
+        .unwrap();
+    assert!(bad.compared >= 12 && bad.differ == bad.compared, "{bad:?}");
+    assert_eq!(bad.examples[0][0], bad.examples[0][1] + 3);
+}
+
+#[test]
+fn two_clients_records_merge_into_one_report() {
+    let url = mock::start(mock::fast());
+    let flags = ["--concurrency", "2", "--requests", "8", "--save-requests"];
+    run(&url, "merge-a", &flags);
+    run(&url, "merge-b", &flags);
+    let merged = merge::merge(&[scratch("merge-a"), scratch("merge-b")]).unwrap();
+    let level = &merged.variants[0].levels[0];
+    assert_eq!((level.requests, level.errors, level.corrupted), (16, 0, 0));
+    assert!(level.ttft.as_ref().unwrap().n == 16);
+    assert!(merged.run.target.contains("2 clients merged"));
+}
