@@ -38,22 +38,26 @@ const BENCH_CHARTS: [(&str, &str, LevelFigure); 8] = [
     }),
 ];
 
+/// One line per variant, a point per level that has one.
+fn per_variant(
+    report: &BenchReport,
+    point: impl Fn(&LevelResult) -> Option<(f64, f64)>,
+) -> Vec<Series> {
+    report
+        .variants
+        .iter()
+        .map(|v| Series {
+            name: v.name.clone(),
+            points: v.levels.iter().filter_map(&point).collect(),
+        })
+        .collect()
+}
+
 pub fn render(report: &BenchReport) -> Result<String> {
     let svgs: Vec<String> = BENCH_CHARTS
         .iter()
         .map(|(title, unit, figure)| {
-            let series: Vec<Series> = report
-                .variants
-                .iter()
-                .map(|v| Series {
-                    name: v.name.clone(),
-                    points: v
-                        .levels
-                        .iter()
-                        .filter_map(|l| figure(l).map(|y| (l.x, y)))
-                        .collect(),
-                })
-                .collect();
+            let series = per_variant(report, |l| figure(l).map(|y| (l.x, y)));
             let axis = if report
                 .variants
                 .iter()
@@ -70,21 +74,10 @@ pub fn render(report: &BenchReport) -> Result<String> {
     let mut svgs = svgs;
     // Throughput against each user's speed, one point per level: the
     // trade-off a deployment picks from (AIPerf's Pareto plot).
-    let pareto: Vec<Series> = report
-        .variants
-        .iter()
-        .map(|v| Series {
-            name: v.name.clone(),
-            points: v
-                .levels
-                .iter()
-                .filter_map(|l| {
-                    let per_user = l.request_output_tokens_per_s.as_ref()?.p50;
-                    Some((per_user, l.output_tokens_per_s))
-                })
-                .collect(),
-        })
-        .collect();
+    let pareto = per_variant(report, |l| {
+        let per_user = l.request_output_tokens_per_s.as_ref()?.p50;
+        Some((per_user, l.output_tokens_per_s))
+    });
     if pareto.iter().any(|s| s.points.len() > 1) {
         svgs.push(charts::line_chart(
             "Throughput against per-user speed",

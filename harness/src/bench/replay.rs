@@ -10,35 +10,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::load::LevelRun;
-use super::sample::{FailedCheck, Sample};
+use super::sample::{FailedCheck, Replayed, Sample};
 use crate::server::Target;
 
 /// Characters a reply must share with another request's replay before
 /// that counts as following it (fewer is chance: a common opening).
 const FOLLOWS: usize = 16;
-
-/// How a reply served under load compares with its replay alone.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Replayed {
-    Same,
-    /// Left its replay after `at` characters: at least the opening shared.
-    LateDivergence {
-        at: usize,
-    },
-    /// Left its replay within the opening, and follows no other request.
-    EarlyDivergence {
-        at: usize,
-    },
-    /// Follows the replay of conversation `conversation`, turn `turn`, for
-    /// `shared` characters, more than twice its own `at`.
-    CrossTalk {
-        conversation: usize,
-        turn: usize,
-        shared: usize,
-        at: usize,
-    },
-}
 
 /// Characters two texts share from their start.
 fn common(a: &str, b: &str) -> usize {

@@ -6,7 +6,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::replay::Replayed;
 use crate::protocol::dialect::{Dialect, Output};
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
@@ -17,6 +16,30 @@ pub struct FailedCheck {
     /// stream, usage, isolation, schema, tool_args, replay, alone.
     pub check: String,
     pub detail: String,
+}
+
+/// How a reply served under load compared with its replay alone
+/// (`replay::classify`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Replayed {
+    Same,
+    /// Left its replay after `at` characters: at least the opening shared.
+    LateDivergence {
+        at: usize,
+    },
+    /// Left its replay within the opening, and follows no other request.
+    EarlyDivergence {
+        at: usize,
+    },
+    /// Follows the replay of conversation `conversation`, turn `turn`, for
+    /// `shared` characters, more than twice its own `at`.
+    CrossTalk {
+        conversation: usize,
+        turn: usize,
+        shared: usize,
+        at: usize,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
