@@ -190,6 +190,9 @@ impl Sample {
             Some(format!("HTTP {}: {}", ex.status, short(&ex.body)))
         } else if let Some(e) = &reply.error {
             Some(format!("error event: {}", short(e)))
+        } else if ex.streamed && ex.chunks.is_empty() && !ex.body.is_null() {
+            let kind = ex.headers.get("content-type").map_or("no", String::as_str);
+            Some(format!("not a stream: a {kind} body: {}", short(&ex.body)))
         } else if s.token_ms.is_empty() {
             Some("no output".into())
         } else {

@@ -21,6 +21,21 @@ pub enum Fault {
     /// A dropped client's generation goes on to the end (counted as
     /// running in /metrics), as a server that never notices a cancel.
     IgnoreCancel,
+    // Broken servers (the harness must end, name it and stay bounded):
+    /// The stream never ends: a token every ITL, forever.
+    Endless,
+    /// A short reply, one byte a second.
+    SlowBytes,
+    /// A 200 whose JSON body runs to 2 GiB.
+    HugeBody,
+    /// The stream ends without `data: [DONE]`.
+    NoDone,
+    /// Lines that are neither SSE fields nor JSON inside the stream.
+    MalformedSse,
+    /// An HTML page with status 200.
+    Html200,
+    /// Bytes that are not UTF-8 inside a data line.
+    InvalidUtf8,
 }
 
 impl Fault {
@@ -39,6 +54,13 @@ impl FromStr for Fault {
                 "reset" => Ok(Fault::Reset),
                 "miscount" => Ok(Fault::Miscount),
                 "ignore-cancel" => Ok(Fault::IgnoreCancel),
+                "endless" => Ok(Fault::Endless),
+                "slow-bytes" => Ok(Fault::SlowBytes),
+                "huge-body" => Ok(Fault::HugeBody),
+                "no-done" => Ok(Fault::NoDone),
+                "malformed-sse" => Ok(Fault::MalformedSse),
+                "html-200" => Ok(Fault::Html200),
+                "invalid-utf8" => Ok(Fault::InvalidUtf8),
                 _ => Err(format!("--fault {s:?}: the faults are {}", Fault::NAMES)),
             },
             Some(("stall", ms)) => ms
@@ -61,6 +83,13 @@ impl fmt::Display for Fault {
             Fault::Reset => write!(f, "reset"),
             Fault::Miscount => write!(f, "miscount"),
             Fault::IgnoreCancel => write!(f, "ignore-cancel"),
+            Fault::Endless => write!(f, "endless"),
+            Fault::SlowBytes => write!(f, "slow-bytes"),
+            Fault::HugeBody => write!(f, "huge-body"),
+            Fault::NoDone => write!(f, "no-done"),
+            Fault::MalformedSse => write!(f, "malformed-sse"),
+            Fault::Html200 => write!(f, "html-200"),
+            Fault::InvalidUtf8 => write!(f, "invalid-utf8"),
         }
     }
 }

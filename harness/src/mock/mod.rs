@@ -10,6 +10,7 @@
 pub mod delay;
 pub mod events;
 pub mod faults;
+pub mod hostile;
 pub mod proxy;
 pub mod record;
 pub mod reply;
@@ -57,7 +58,8 @@ pub struct MockArgs {
     #[arg(long, default_value = "32")]
     pub output_tokens: Spread,
     /// Misbehave: cross-talk, empty-strict, stall:MS, reset, miscount,
-    /// ignore-cancel (repeatable).
+    /// ignore-cancel; or break: endless, slow-bytes, huge-body, no-done,
+    /// malformed-sse, html-200, invalid-utf8 (repeatable).
     #[arg(long)]
     pub fault: Vec<Fault>,
     /// Share of requests (0..1) the faults apply to, spread evenly.
@@ -280,6 +282,14 @@ async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response
         );
     }
     let id = m.next_id.fetch_add(1, Ordering::SeqCst);
+    for fault in &m.args.fault {
+        if m.faulted(id, *fault) {
+            let itl = m.args.itl.draw(&mut StdRng::seed_from_u64(id));
+            if let Some(broken) = hostile::reply(*fault, itl) {
+                return broken;
+            }
+        }
+    }
     if let Some(p) = &m.proxy {
         let cross = m.faulted(id, Fault::CrossTalk);
         return p.forward(&m, id, received, uri.path(), body, cross).await;
@@ -395,6 +405,21 @@ async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response
         return Json(whole).into_response();
     }
     let mut frames = reply.frames();
+    if m.faulted(id, Fault::NoDone) {
+        frames.retain(|f| f.text != "data: [DONE]\n\n");
+    }
+    if m.faulted(id, Fault::MalformedSse) {
+        // Neither an SSE field nor JSON, then a data line cut short.
+        let at = frames.len() / 2;
+        frames.insert(
+            at,
+            events::Frame {
+                text: "this is not SSE\ndata: {\"choices\": [\n\n".into(),
+                token: None,
+                due_with: frames[at.saturating_sub(1)].due_with,
+            },
+        );
+    }
     if miscount {
         // The extra tokens are in the usage only, not in the stream.
         frames.retain(|f| f.token.is_none_or(|k| k < pieces.len()));

@@ -34,6 +34,10 @@ pub struct TargetArgs {
     /// Bearer key for --url / --server.
     #[arg(long)]
     pub api_key: Option<String>,
+    /// Seconds a request may take, headers to last byte (--url / --server):
+    /// a reply still going then is an error, never a hang.
+    #[arg(long, default_value_t = 600)]
+    pub request_timeout: u64,
 }
 
 impl Default for TargetArgs {
@@ -45,7 +49,15 @@ impl Default for TargetArgs {
             server: None,
             server_timeout: 300,
             api_key: None,
+            request_timeout: 600,
         }
+    }
+}
+
+impl TargetArgs {
+    /// How long one request may take (`--request-timeout`).
+    pub fn time_limit(&self) -> Duration {
+        Duration::from_secs(self.request_timeout)
     }
 }
 
@@ -101,14 +113,15 @@ impl TargetArgs {
         }
         let (target, flags, label, server) = match (&self.url, &self.server) {
             (Some(url), _) => (
-                Target::http(url, self.api_key.clone()),
+                Target::http(url, self.api_key.clone()).time_limit(self.time_limit(), false),
                 Vec::new(),
                 url.clone(),
                 None,
             ),
             (None, Some(command)) => {
                 let mut process = ServerProcess::start(command, self.model.as_deref(), log)?;
-                let target = Target::http(&process.base, self.api_key.clone());
+                let target = Target::http(&process.base, self.api_key.clone())
+                    .time_limit(self.time_limit(), false);
                 process
                     .wait_ready(&target, Duration::from_secs(self.server_timeout))
                     .await

@@ -113,7 +113,7 @@ impl Target {
         // so), and a pooled connection the server just closed fails the
         // next request before it is sent. Connecting costs a few tens of
         // microseconds locally, the same for every server.
-        let client = http_client(0);
+        let client = http_client(0, REQUEST_TIME_LIMIT);
         Target::Http {
             client,
             base: base.trim_end_matches('/').to_string(),
@@ -123,14 +123,15 @@ impl Target {
         }
     }
 
-    /// The same target keeping connections alive between requests, as
-    /// AIPerf and GuideLLM do (`afm-bench --keep-alive`): a burst of
-    /// requests then no longer pays a connection each, at the risk named
-    /// in [`Target::http`].
-    pub fn keep_alive(mut self) -> Self {
+    /// The same target with each request cut after `limit`
+    /// (`--request-timeout`), and its connections kept alive between
+    /// requests or not (`afm-bench --keep-alive`, as AIPerf and GuideLLM
+    /// keep theirs: a burst then pays no connection each, at the risk
+    /// named in [`Target::http`]).
+    pub fn time_limit(mut self, limit: std::time::Duration, keep_alive: bool) -> Self {
         #[allow(irrefutable_let_patterns)]
         if let Target::Http { client, .. } = &mut self {
-            *client = http_client(usize::MAX);
+            *client = http_client(if keep_alive { usize::MAX } else { 0 }, limit);
         }
         self
     }
@@ -257,7 +258,7 @@ impl Target {
                 }
                 match req.send().await {
                     Ok(r) => read_http(r, start, &mut ex).await,
-                    Err(e) => ex.transport_error = Some(error_chain(&e)),
+                    Err(e) => ex.transport_error = Some(timeout_named(&e, "no reply headers came")),
                 }
             }
         }
@@ -286,9 +287,17 @@ impl Target {
     }
 }
 
-fn http_client(idle_per_host: usize) -> reqwest::Client {
+/// How long a request may take, headers to last byte, by default: a
+/// stream that never ends is an error after it, never a hang.
+pub const REQUEST_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The most reply bytes read from one request: a larger reply is cut
+/// and named, so a broken server cannot exhaust the harness's memory.
+pub const REPLY_CAP: usize = 64 << 20;
+
+fn http_client(idle_per_host: usize, limit: std::time::Duration) -> reqwest::Client {
     reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(600))
+        .timeout(limit)
         .pool_max_idle_per_host(idle_per_host)
         .build()
         .expect("an HTTP client")
@@ -309,12 +318,23 @@ async fn read_http(mut r: reqwest::Response, start: Instant, ex: &mut Exchange) 
     ex.status = r.status().as_u16();
     ex.headers = headers_of(r.headers());
     let mut reader = BodyReader::new(ex);
+    let mut read = 0usize;
     loop {
         match r.chunk().await {
-            Ok(Some(bytes)) => reader.feed(&bytes, millis_since(start), ex),
+            Ok(Some(bytes)) => {
+                read += bytes.len();
+                if read > REPLY_CAP {
+                    ex.transport_error = Some(format!(
+                        "the reply passed {} MiB, the harness's cap: reading stopped",
+                        REPLY_CAP >> 20
+                    ));
+                    break;
+                }
+                reader.feed(&bytes, millis_since(start), ex)
+            }
             Ok(None) => break,
             Err(e) => {
-                ex.transport_error = Some(error_chain(&e));
+                ex.transport_error = Some(timeout_named(&e, "the reply did not end"));
                 break;
             }
         }
@@ -356,8 +376,13 @@ impl BodyReader {
         // two network chunks is whole again before it is decoded.
         while let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.pending.drain(..=at).collect();
-            let line = String::from_utf8_lossy(&line);
-            self.line(line.trim_end_matches(['\n', '\r']), at_millis, ex);
+            let text = String::from_utf8_lossy(&line);
+            if std::str::from_utf8(&line).is_err() {
+                // Read on as decoded, but a stream rule fails on it.
+                ex.malformed_lines
+                    .push(format!("invalid UTF-8: {}", text.trim_end()));
+            }
+            self.line(text.trim_end_matches(['\n', '\r']), at_millis, ex);
         }
     }
 
@@ -424,6 +449,14 @@ impl BodyReader {
 
 fn millis_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1000.0
+}
+
+/// A transport error, a timeout named as the time limit it hit.
+fn timeout_named(e: &reqwest::Error, what: &str) -> String {
+    match e.is_timeout() {
+        true => format!("{what} within the request time limit ({})", error_chain(e)),
+        false => error_chain(e),
+    }
 }
 
 /// An error with its causes ("error sending request: connection closed

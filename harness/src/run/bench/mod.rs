@@ -93,8 +93,11 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
             true => user_flags.clone(),
             false => opened.flags.clone(),
         };
-        let target = match args.keep_alive {
-            true => opened.target.clone().keep_alive(),
+        let target = match args.keep_alive && remote {
+            true => opened
+                .target
+                .clone()
+                .time_limit(args.target.time_limit(), true),
             false => opened.target.clone(),
         };
         model = target

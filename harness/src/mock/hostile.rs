@@ -1,0 +1,92 @@
+//! The replies of a broken server (`--fault endless|slow-bytes|huge-body|
+//! html-200|invalid-utf8`): what a harness must survive, ending the
+//! request within its time limit, naming what it saw and keeping its
+//! memory bounded. They replace a reply whole, whatever its protocol.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, StatusCode};
+use axum::response::Response;
+use futures_util::stream;
+use serde_json::json;
+
+use super::faults::Fault;
+
+/// The broken reply for `fault`, or None when the fault is not one that
+/// replaces a reply.
+pub fn reply(fault: Fault, itl_ms: f64) -> Option<Response> {
+    let sse = |body: Body| {
+        Response::builder()
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .body(body)
+            .expect("a response")
+    };
+    let chunk = |text: &str| {
+        let c = json!({"id": "mock-hostile", "object": "chat.completion.chunk", "created": 0,
+            "model": "mock", "choices": [{"index": 0,
+            "delta": {"role": "assistant", "content": text}, "finish_reason": null}]});
+        Bytes::from(format!("data: {c}\n\n"))
+    };
+    match fault {
+        Fault::Endless => {
+            let gap = Duration::from_secs_f64(itl_ms.max(1.0) / 1000.0);
+            let s = stream::unfold((), move |()| async move {
+                tokio::time::sleep(gap).await;
+                Some((Ok::<Bytes, std::io::Error>(chunk(" on")), ()))
+            });
+            Some(sse(Body::from_stream(s)))
+        }
+        Fault::SlowBytes => {
+            let whole = [chunk("slow"), Bytes::from_static(b"data: [DONE]\n\n")].concat();
+            let s = stream::unfold(0usize, move |k| {
+                let whole = whole.clone();
+                async move {
+                    if k >= whole.len() {
+                        return None;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    Some((
+                        Ok::<Bytes, std::io::Error>(Bytes::from(vec![whole[k]])),
+                        k + 1,
+                    ))
+                }
+            });
+            Some(sse(Body::from_stream(s)))
+        }
+        Fault::HugeBody => {
+            // `{"x":"` then 2 GiB of spaces in 1 MiB pieces, then `"}`.
+            const MIB: usize = 1 << 20;
+            let pieces = 2048;
+            let s = stream::iter((0..pieces + 2).map(move |k| {
+                Ok::<Bytes, std::io::Error>(match k {
+                    0 => Bytes::from_static(b"{\"x\":\""),
+                    k if k == pieces + 1 => Bytes::from_static(b"\"}"),
+                    _ => Bytes::from(vec![b' '; MIB]),
+                })
+            }));
+            Some(
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from_stream(s))
+                    .expect("a response"),
+            )
+        }
+        Fault::Html200 => Some(
+            Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "text/html")
+                .body(Body::from(
+                    "<html><body><h1>502 Bad Gateway</h1>nginx</body></html>",
+                ))
+                .expect("a response"),
+        ),
+        Fault::InvalidUtf8 => {
+            let mut bad = b"data: {\"id\":\"mock-hostile\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"".to_vec();
+            bad.extend_from_slice(&[0xff, 0xfe, 0xfd]);
+            bad.extend_from_slice(b"\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+            Some(sse(Body::from(bad)))
+        }
+        _ => None,
+    }
+}

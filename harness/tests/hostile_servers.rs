@@ -1,0 +1,67 @@
+//! afm-bench against broken servers (the mock's breaking faults): each
+//! run ends within the request time limit, every request is an error or a
+//! corrupted reply that names what the server did, and a body of
+//! gigabytes is cut at the harness's cap. No engine needed.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use afm_harness::run::{bench, Quiet};
+use support::mock::{self, bench_args};
+
+/// A run of 2 requests against the mock broken by `fault`, cut after 2 s:
+/// what it said of them, and how long it took.
+fn against(fault: &str) -> (Vec<String>, f64) {
+    let mut args = mock::fast();
+    args.fault = vec![fault.parse().unwrap()];
+    let url = mock::start(args);
+    let out = std::env::temp_dir().join(format!("afm-hostile-{}-{fault}", std::process::id()));
+    let flags = [
+        "--concurrency",
+        "2",
+        "--requests",
+        "2",
+        "--request-timeout",
+        "2",
+        "--verify-alone",
+        "0",
+        "--schema-share",
+        "0",
+    ];
+    let started = Instant::now();
+    let report = bench::run(&bench_args(&url, &out, &flags), Arc::new(Quiet)).unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&out);
+    let l = &report.variants[0].levels[0];
+    assert_eq!(l.errors + l.corrupted, 2, "{fault}: {:?}", l.failures);
+    let mut said = l.error_examples.clone();
+    said.extend(
+        l.corrupted_requests
+            .iter()
+            .map(|c| format!("[{}] {}", c.check, c.detail)),
+    );
+    (said, wall)
+}
+
+#[test]
+fn each_broken_server_ends_in_named_errors_within_the_time_limit() {
+    for (fault, named) in [
+        ("endless", "did not end within the request time limit"),
+        ("slow-bytes", "did not end within the request time limit"),
+        ("huge-body", "the harness's cap"),
+        ("no-done", "[DONE]"),
+        ("malformed-sse", "this is not SSE"),
+        ("html-200", "not a stream: a text/html body"),
+        ("invalid-utf8", "invalid UTF-8"),
+    ] {
+        let (said, wall) = against(fault);
+        assert!(
+            said.iter().any(|s| s.contains(named)),
+            "{fault}: {said:?} does not name {named:?}"
+        );
+        // Two requests of 2 s at most each, a probe, and the re-count.
+        assert!(wall < 15.0, "{fault}: {wall:.1} s");
+    }
+}
