@@ -55,6 +55,9 @@ fn each_broken_server_ends_in_named_errors_within_the_time_limit() {
         ("malformed-sse", "this is not SSE"),
         ("html-200", "not a stream: a text/html body"),
         ("invalid-utf8", "invalid UTF-8"),
+        ("redirect-loop", "redirect"),
+        ("lying-length", "did not end within the request time limit"),
+        ("json-bomb", "not a stream: a application/json body"),
     ] {
         let (said, wall) = against(fault);
         assert!(
@@ -64,4 +67,24 @@ fn each_broken_server_ends_in_named_errors_within_the_time_limit() {
         // Two requests of 2 s at most each, a probe, and the re-count.
         assert!(wall < 15.0, "{fault}: {wall:.1} s");
     }
+}
+
+#[test]
+fn a_model_list_that_never_ends_stops_the_run_with_its_reason() {
+    let mut args = mock::fast();
+    args.fault = vec!["endless-models".parse().unwrap()];
+    let url = mock::start(args);
+    let out = std::env::temp_dir().join(format!("afm-hostile-{}-models", std::process::id()));
+    let started = Instant::now();
+    let err = bench::run(
+        &bench_args(&url, &out, &["--request-timeout", "2"]),
+        Arc::new(Quiet),
+    )
+    .unwrap_err();
+    let text = format!("{err:#}");
+    assert!(started.elapsed().as_secs_f64() < 10.0, "{text}");
+    assert!(
+        text.contains("/v1/models") && text.contains("did not end within the request time limit"),
+        "{text}"
+    );
 }

@@ -36,6 +36,14 @@ pub enum Fault {
     Html200,
     /// Bytes that are not UTF-8 inside a data line.
     InvalidUtf8,
+    /// A redirect to itself.
+    RedirectLoop,
+    /// A Content-Length the body does not reach.
+    LyingLength,
+    /// JSON arrays nested 100,000 deep.
+    JsonBomb,
+    /// `GET /v1/models` never ends.
+    EndlessModels,
 }
 
 impl Fault {
@@ -61,6 +69,10 @@ impl FromStr for Fault {
                 "malformed-sse" => Ok(Fault::MalformedSse),
                 "html-200" => Ok(Fault::Html200),
                 "invalid-utf8" => Ok(Fault::InvalidUtf8),
+                "redirect-loop" => Ok(Fault::RedirectLoop),
+                "lying-length" => Ok(Fault::LyingLength),
+                "json-bomb" => Ok(Fault::JsonBomb),
+                "endless-models" => Ok(Fault::EndlessModels),
                 _ => Err(format!("--fault {s:?}: the faults are {}", Fault::NAMES)),
             },
             Some(("stall", ms)) => ms
@@ -90,6 +102,10 @@ impl fmt::Display for Fault {
             Fault::MalformedSse => write!(f, "malformed-sse"),
             Fault::Html200 => write!(f, "html-200"),
             Fault::InvalidUtf8 => write!(f, "invalid-utf8"),
+            Fault::RedirectLoop => write!(f, "redirect-loop"),
+            Fault::LyingLength => write!(f, "lying-length"),
+            Fault::JsonBomb => write!(f, "json-bomb"),
+            Fault::EndlessModels => write!(f, "endless-models"),
         }
     }
 }

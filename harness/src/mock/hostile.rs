@@ -1,21 +1,23 @@
 //! The replies of a broken server (`--fault endless|slow-bytes|huge-body|
-//! html-200|invalid-utf8`): what a harness must survive, ending the
-//! request within its time limit, naming what it saw and keeping its
-//! memory bounded. They replace a reply whole, whatever its protocol.
+//! html-200|invalid-utf8|redirect-loop|lying-length|json-bomb`, and
+//! `endless-models` for `GET /v1/models`): what a harness must survive,
+//! ending the request within its time limit, naming what it saw and
+//! keeping its memory bounded. They replace a reply whole, whatever its
+//! protocol.
 
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
-use futures_util::stream;
+use futures_util::{stream, StreamExt as _};
 use serde_json::json;
 
 use super::faults::Fault;
 
 /// The broken reply for `fault`, or None when the fault is not one that
 /// replaces a reply.
-pub fn reply(fault: Fault, itl_ms: f64) -> Option<Response> {
+pub fn reply(fault: Fault, itl_ms: f64, path: &str) -> Option<Response> {
     let sse = |body: Body| {
         Response::builder()
             .header(header::CONTENT_TYPE, "text/event-stream")
@@ -29,7 +31,7 @@ pub fn reply(fault: Fault, itl_ms: f64) -> Option<Response> {
         Bytes::from(format!("data: {c}\n\n"))
     };
     match fault {
-        Fault::Endless => {
+        Fault::Endless | Fault::EndlessModels => {
             let gap = Duration::from_secs_f64(itl_ms.max(1.0) / 1000.0);
             let s = stream::unfold((), move |()| async move {
                 tokio::time::sleep(gap).await;
@@ -86,6 +88,38 @@ pub fn reply(fault: Fault, itl_ms: f64) -> Option<Response> {
             bad.extend_from_slice(&[0xff, 0xfe, 0xfd]);
             bad.extend_from_slice(b"\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
             Some(sse(Body::from(bad)))
+        }
+        Fault::RedirectLoop => Some(
+            Response::builder()
+                .status(StatusCode::TEMPORARY_REDIRECT)
+                .header(header::LOCATION, path)
+                .body(Body::empty())
+                .expect("a response"),
+        ),
+        Fault::LyingLength => {
+            // Says 100,000 bytes, sends 20 and then nothing more.
+            let s = stream::once(async {
+                Ok::<Bytes, std::io::Error>(Bytes::from_static(b"{\"choices\": [{\"ind"))
+            })
+            .chain(stream::pending());
+            Some(
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .header(header::CONTENT_LENGTH, "100000")
+                    .body(Body::from_stream(s))
+                    .expect("a response"),
+            )
+        }
+        Fault::JsonBomb => {
+            let depth = 100_000;
+            let mut bomb = "[".repeat(depth);
+            bomb.push_str(&"]".repeat(depth));
+            Some(
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(bomb))
+                    .expect("a response"),
+            )
         }
         _ => None,
     }

@@ -201,9 +201,14 @@ async fn pass_through(
     p.pass(method, path, body).await
 }
 
-async fn models(State(m): State<Arc<Mock>>) -> Json<Value> {
+async fn models(State(m): State<Arc<Mock>>) -> Response {
+    if m.args.fault.contains(&Fault::EndlessModels) {
+        let itl = m.args.itl.draw(&mut StdRng::seed_from_u64(0));
+        return hostile::reply(Fault::EndlessModels, itl, "/v1/models").expect("a reply");
+    }
     Json(json!({"object": "list", "data": [
         {"id": m.args.model, "object": "model", "created": 0, "owned_by": "afm-mock"}]}))
+    .into_response()
 }
 
 async fn tokenize(Json(body): Json<Value>) -> Json<Value> {
@@ -285,7 +290,10 @@ async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response
     for fault in &m.args.fault {
         if m.faulted(id, *fault) {
             let itl = m.args.itl.draw(&mut StdRng::seed_from_u64(id));
-            if let Some(broken) = hostile::reply(*fault, itl) {
+            if *fault == Fault::EndlessModels {
+                continue;
+            }
+            if let Some(broken) = hostile::reply(*fault, itl, uri.path()) {
                 return broken;
             }
         }

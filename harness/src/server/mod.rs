@@ -169,11 +169,12 @@ impl Target {
     }
 
     /// The first id of `GET /v1/models` (None when the list is empty).
-    /// Fails when the server cannot be reached at all.
+    /// Fails when the list cannot be read (no server, or a reply that
+    /// breaks off or never ends).
     pub async fn listed_model(&self) -> anyhow::Result<Option<String>> {
         let ex = self.get("/v1/models").await;
         if let Some(e) = ex.transport_error {
-            anyhow::bail!("cannot reach {}: {e}", self.describe());
+            anyhow::bail!("GET {}/v1/models: {e}", self.describe());
         }
         Ok(ex.body["data"][0]["id"].as_str().map(str::to_string))
     }
