@@ -35,7 +35,7 @@ trap 'kill $MOCK 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
 log() { printf '[mock-timing] %s\n' "$*" >&2; }
 reset() { curl -sf -X POST "$URL/mock/reset" >/dev/null; }
-record() { curl -sf "$URL/mock/record" >"$1"; }
+timing() { curl -sf "$URL/mock/timing" >"$1"; }
 
 IFS=, read -ra LEVELS <<<"$STREAMS"
 IFS=, read -ra WHO <<<"$CLIENTS"
@@ -62,7 +62,7 @@ for s in "${LEVELS[@]}"; do
             ;;
         *) log "unknown client $c"; exit 2 ;;
         esac
-        record "$dir/mock.json"
+        timing "$dir/mock-timing.json"
     done
 done
 if [[ ",$CLIENTS," == *",afm-bench,"* ]]; then
@@ -80,23 +80,10 @@ import json, os, sys
 out, streams, clients = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
 
 
-def pct(v, p):
-    v = sorted(v)
-    if not v:
-        return None
-    k = p / 100 * (len(v) - 1)
-    lo = int(k)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
-
-
 def mock(path):
-    reqs = [r for r in json.load(open(path))["requests"] if r["streamed"] and r["token_ms"]]
-    ttft = [r["token_ms"][0] for r in reqs]
-    itl = [b - a for r in reqs for a, b in zip(r["token_ms"], r["token_ms"][1:])]
-    e2e = [r["end_ms"] for r in reqs if r.get("end_ms")]
-    return {"ttft": (pct(ttft, 50), pct(ttft, 99)), "itl": (pct(itl, 50), pct(itl, 99)),
-            "e2e": (pct(e2e, 50), pct(e2e, 99)), "n": len(reqs)}
+    # The mock's own percentiles (GET /mock/timing), in ms.
+    t = json.load(open(path))
+    return {k: (t[k]["p50"], t[k]["p99"]) for k in ("ttft", "itl", "e2e")} | {"n": t["streams"]}
 
 
 def client(c, dir):
@@ -129,7 +116,7 @@ for s in streams:
     for c in clients:
         dir = os.path.join(out, f"{c}-{s}")
         try:
-            m, k = mock(os.path.join(dir, "mock.json")), client(c, dir)
+            m, k = mock(os.path.join(dir, "mock-timing.json")), client(c, dir)
         except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
             print(f"| {s} | {c} | failed: {type(e).__name__} {e} | | | | | | | |")
             continue

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use afm_harness::bench::merge;
 use afm_harness::bench::results::BenchReport;
-use afm_harness::mock::record::MockRecord;
+use afm_harness::mock::record::MockTiming;
 use afm_harness::run::{bench, Quiet};
 use afm_harness::server::Target;
 use support::mock::{self, bench_args};
@@ -31,19 +31,19 @@ fn with_fault(mut args: afm_harness::mock::MockArgs, fault: &str) -> String {
     mock::start(args)
 }
 
-/// The mock's own record, read without the caller's runtime (the runs
-/// build their own).
-fn record(url: &str) -> MockRecord {
+/// The mock's own timing (`GET /mock/timing`), read without the
+/// caller's runtime (the runs build their own).
+fn own_timing(url: &str) -> MockTiming {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let ex = rt.block_on(Target::http(url, None).get("/mock/record"));
+    let ex = rt.block_on(Target::http(url, None).get("/mock/timing"));
     serde_json::from_value(ex.body).unwrap()
 }
 
 #[test]
-fn latencies_agree_with_the_mocks_own_record() {
+fn latencies_are_the_mocks_own_plus_the_way_there() {
     let url = mock::start(afm_harness::mock::MockArgs::timed(20.0, 5.0, 16));
     let flags = [
         "--concurrency",
@@ -56,7 +56,7 @@ fn latencies_agree_with_the_mocks_own_record() {
     ];
     let report = run(&url, "timing", &flags);
     let level = &report.variants[0].levels[0];
-    let own = record(&url).timing();
+    let own = own_timing(&url);
     assert_eq!(own.streams, 16);
     // The client's figures hold the mock's plus the way there and back:
     // never less. How much more is a measurement (speed/mock_timing.sh:

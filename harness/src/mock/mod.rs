@@ -2,7 +2,7 @@
 //! with no model behind it, whose timing is known exactly. It streams each
 //! reply on a schedule drawn from given distributions (time to the first
 //! token, gaps between tokens, reply length), records when it really sent
-//! every event (`GET /mock/record`), and can misbehave on purpose
+//! every event (`GET /mock/record`, summed up by `GET /mock/timing`), and can misbehave on purpose
 //! (`--fault`). Clients' figures are proven against its record, and
 //! afm-bench's checks against its faults. With `--upstream` it is instead
 //! a proxy in front of a real server that applies the faults there.
@@ -176,6 +176,7 @@ pub fn router(args: MockArgs) -> Result<Router> {
         .route("/v1/messages", post(generate))
         .route("/v1/responses", post(generate))
         .route("/mock/record", get(record))
+        .route("/mock/timing", get(timing))
         .route("/mock/reset", post(reset));
     // A proxy passes everything else (models, health, metrics, token
     // counts) through as it is.
@@ -233,6 +234,11 @@ async fn metrics(State(m): State<Arc<Mock>>) -> String {
 
 async fn record(State(m): State<Arc<Mock>>) -> Json<MockRecord> {
     Json(m.record.lock().expect("a lock").clone())
+}
+
+/// The mock's own TTFT, ITL and E2E percentiles over its record.
+async fn timing(State(m): State<Arc<Mock>>) -> Json<record::MockTiming> {
+    Json(m.record.lock().expect("a lock").timing())
 }
 
 async fn reset(State(m): State<Arc<Mock>>) -> StatusCode {
