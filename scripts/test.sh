@@ -7,7 +7,8 @@
 # through a flagless afm-serve (scripts/gate.sh), a short schemathesis pass
 # with OpenAI's published spec, and afm-test's verdicts
 # on a real peer: the standard tier against mlx-lm's server, diffed with its
-# committed report (interop/peers/afm-test.sh; installs mlx-lm on first use).
+# committed report (interop/peers/afm-test.sh; installs mlx-lm on first use),
+# and a 2-minute soak of afm-serve (scripts/soak.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -26,3 +27,7 @@ AFM_SERVE=target/debug/afm-serve \
     SCHEMATHESIS_CHECKS=not_a_server_error,response_schema_conformance,content_type_conformance \
     bash interop/schemathesis/run.sh --quick
 bash interop/peers/afm-test.sh mlx-lm standard
+# A 2-minute soak of a flagless afm-serve (but a 32 MiB prefix cache, full
+# within the warm-up): no 5xx, flat memory, no descriptor growth, steady
+# p99 (scripts/soak.sh; the 30-minute run is in docs/hostile.md).
+DURATION=120 WARMUP=40 SPAN=40 OUT=target/soak-ci bash scripts/soak.sh --prefix-cache-mb 32

@@ -1,7 +1,8 @@
 //! afm-serve over HTTP: every kind of bad input gets its status and an
 //! OpenAI-style error body, the server keeps serving, a client that hangs
 //! up mid-stream frees its slot, CORS preflight is answered, and SIGTERM
-//! lets an in-flight request finish; `ignore_eos` runs to `max_tokens`.
+//! lets an in-flight request finish; `ignore_eos` runs to `max_tokens`; a
+//! request past the KV budget is refused naming the flag.
 
 mod support;
 
@@ -223,6 +224,40 @@ async fn without_grammar_constraints_a_constrained_request_is_refused_naming_the
             assert_eq!(value["error"]["param"], param, "{value}");
         }
     }
+}
+
+/// The KV budget: a request whose prompt plus max_tokens could never fit
+/// is a 400 naming the flag (never admitted to run the machine out of
+/// memory); requests that fit are served, one at a time if need be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_the_kv_budget_is_refused_naming_the_flag() {
+    // SmolLM2-135M keeps 45 KiB of KV per token: 1 MiB holds 22 tokens.
+    let server = Server::start(&["--max-kv-mb", "1"]);
+    let client = Client::new();
+    let big =
+        json!({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 100});
+    let (status, value) = post(
+        &client,
+        &server.url("/v1/chat/completions"),
+        big.to_string(),
+    )
+    .await;
+    assert_error(
+        status,
+        &value,
+        StatusCode::BAD_REQUEST,
+        "past the KV budget",
+    );
+    let message = value["error"]["message"].as_str().unwrap();
+    assert!(message.contains("--max-kv-mb"), "{value}");
+    assert_eq!(value["error"]["param"], "max_tokens", "{value}");
+    let small = json!({"prompt": "Hi", "max_tokens": 4, "temperature": 0});
+    let url = server.url("/v1/completions");
+    let (a, b) = tokio::join!(
+        post(&client, &url, small.to_string()),
+        post(&client, &url, small.to_string())
+    );
+    assert_eq!((a.0, b.0), (StatusCode::OK, StatusCode::OK), "{a:?} {b:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@
 //! folders and what each holds: `docs/architecture.md`.
 
 pub mod bench;
+pub mod hostile;
 pub mod mock;
 pub mod outcome;
 pub mod protocol;
@@ -17,5 +18,6 @@ pub mod run;
 pub mod run_info;
 pub mod runner;
 pub mod server;
+pub mod soak;
 pub mod suite;
 pub mod toml_input;

@@ -12,8 +12,9 @@ use afm_harness::run::{bench, Quiet};
 use support::mock::{self, bench_args};
 
 /// A run of 2 requests against the mock broken by `fault`, cut after 2 s:
-/// what it said of them, and how long it took.
-fn against(fault: &str) -> (Vec<String>, f64) {
+/// what it said of them, the kinds it counted them under, and how long it
+/// took.
+fn against(fault: &str) -> (Vec<String>, Vec<String>, f64) {
     let mut args = mock::fast();
     args.fault = vec![fault.parse().unwrap()];
     let url = mock::start(args);
@@ -42,24 +43,44 @@ fn against(fault: &str) -> (Vec<String>, f64) {
             .iter()
             .map(|c| format!("[{}] {}", c.check, c.detail)),
     );
-    (said, wall)
+    (said, l.failures.keys().cloned().collect(), wall)
 }
 
 #[test]
 fn each_broken_server_ends_in_named_errors_within_the_time_limit() {
-    for (fault, named) in [
-        ("endless", "did not end within the request time limit"),
-        ("slow-bytes", "did not end within the request time limit"),
-        ("huge-body", "the harness's cap"),
-        ("no-done", "[DONE]"),
-        ("malformed-sse", "this is not SSE"),
-        ("html-200", "not a stream: a text/html body"),
-        ("invalid-utf8", "invalid UTF-8"),
-        ("redirect-loop", "redirect"),
-        ("lying-length", "did not end within the request time limit"),
-        ("json-bomb", "not a stream: a application/json body"),
+    for (fault, named, kind) in [
+        (
+            "endless",
+            "did not end within the request time limit",
+            "timeout",
+        ),
+        (
+            "slow-bytes",
+            "did not end within the request time limit",
+            "timeout",
+        ),
+        ("huge-body", "the harness's cap", "too-large"),
+        ("no-done", "[DONE]", "stream"),
+        ("malformed-sse", "this is not SSE", "stream"),
+        ("html-200", "not a stream: a text/html body", "not-a-stream"),
+        ("invalid-utf8", "invalid UTF-8", "stream"),
+        ("redirect-loop", "redirect", "redirects"),
+        (
+            "lying-length",
+            "did not end within the request time limit",
+            "timeout",
+        ),
+        (
+            "json-bomb",
+            "not a stream: a application/json body",
+            "not-a-stream",
+        ),
     ] {
-        let (said, wall) = against(fault);
+        let (said, kinds, wall) = against(fault);
+        assert!(
+            kinds.iter().any(|k| k == kind),
+            "{fault}: {kinds:?} {said:?}"
+        );
         assert!(
             said.iter().any(|s| s.contains(named)),
             "{fault}: {said:?} does not name {named:?}"

@@ -96,7 +96,7 @@ impl ApiError {
             404 => "not_found_error",
             413 => "request_too_large",
             429 => "rate_limit_error",
-            529 => "overloaded_error",
+            503 | 529 => "overloaded_error",
             _ => "api_error",
         }
     }

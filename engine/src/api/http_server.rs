@@ -3,17 +3,19 @@
 //! Everything protocol-specific (validation, reply and event shapes) lives
 //! in `api::openai`, `api::anthropic` and `api::responses`; this module
 //! only maps it to HTTP: status codes, error bodies by the path's protocol,
-//! SSE framing, CORS, body limits, the optional key (`Authorization:
-//! Bearer` or Anthropic's `x-api-key`), and graceful shutdown.
+//! SSE framing, CORS, body limits and read time, the queue's bound, the
+//! optional key (`Authorization: Bearer` or Anthropic's `x-api-key`).
+//! Connections (their cap, header timeouts, graceful shutdown) are
+//! `listener`'s.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, Sse};
@@ -21,10 +23,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::StreamExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_http::cors::CorsLayer;
 
 use crate::api::context::{ApiContext, ApiResponse};
 use crate::api::error::{ApiError, Protocol};
+use crate::api::listener::{serve_connections, ConnectionLimits};
 use crate::api::metrics::{self, RejectedRequests};
 use crate::runtime::GrammarMode;
 
@@ -39,6 +43,11 @@ pub struct ServerConfig {
     pub api_key: Option<String>,
     /// Larger request bodies get 413.
     pub max_body_bytes: usize,
+    /// Generation requests that may wait for a decode slot; past
+    /// `concurrent + max_queue` in the engine, a request gets 503.
+    pub max_queue: usize,
+    /// Connections open at once and the time to send a request.
+    pub limits: ConnectionLimits,
 }
 
 impl Default for ServerConfig {
@@ -48,6 +57,8 @@ impl Default for ServerConfig {
             port: 9999,
             api_key: None,
             max_body_bytes: 4 << 20,
+            max_queue: 256,
+            limits: ConnectionLimits::default(),
         }
     }
 }
@@ -57,6 +68,11 @@ struct AppState {
     api: Arc<ApiContext>,
     rejected: Arc<AtomicU64>,
     api_key: Option<Arc<str>>,
+    /// One permit per generation request in the engine (running or
+    /// waiting); none left means the queue is full.
+    in_engine: Arc<Semaphore>,
+    max_queue: usize,
+    read_timeout: Option<Duration>,
 }
 
 /// Binds and serves until `shutdown` resolves; in-flight requests (streams
@@ -67,22 +83,35 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind((config.host.as_str(), config.port)).await?;
+    serve_on(listener, api, config, shutdown).await
+}
+
+/// [`serve`] on a listener already bound (tests bind port 0).
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    api: Arc<ApiContext>,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     tracing::info!(
         "serving {} on http://{}",
         api.model_ids[0],
         listener.local_addr()?
     );
-    axum::serve(listener, router(api, &config))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let app = router(api, &config);
+    serve_connections(listener, app, config.limits, shutdown).await
 }
 
 /// The application's routes (also usable without a socket, in tests).
 pub fn router(api: Arc<ApiContext>, config: &ServerConfig) -> Router {
+    let slots = api.engine.config().concurrent.max(1) + config.max_queue;
     let state = AppState {
         api,
         rejected: Arc::new(AtomicU64::new(0)),
         api_key: config.api_key.as_deref().map(Arc::from),
+        in_engine: Arc::new(Semaphore::new(slots)),
+        max_queue: config.max_queue,
+        read_timeout: config.limits.read_timeout,
     };
     Router::new()
         .route("/health", get(health))
@@ -134,33 +163,24 @@ fn protocol_of(path: &str) -> Protocol {
     }
 }
 
-async fn chat_completions(
-    State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    generate(&state, body, Endpoint::Chat).await
+async fn chat_completions(State(state): State<AppState>, request: Request) -> Response {
+    generate(&state, request, Endpoint::Chat).await
 }
 
-async fn completions(
-    State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    generate(&state, body, Endpoint::Completions).await
+async fn completions(State(state): State<AppState>, request: Request) -> Response {
+    generate(&state, request, Endpoint::Completions).await
 }
 
-async fn messages(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    generate(&state, body, Endpoint::Messages).await
+async fn messages(State(state): State<AppState>, request: Request) -> Response {
+    generate(&state, request, Endpoint::Messages).await
 }
 
-async fn count_tokens(
-    State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    generate(&state, body, Endpoint::CountTokens).await
+async fn count_tokens(State(state): State<AppState>, request: Request) -> Response {
+    generate(&state, request, Endpoint::CountTokens).await
 }
 
-async fn responses(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    generate(&state, body, Endpoint::Responses).await
+async fn responses(State(state): State<AppState>, request: Request) -> Response {
+    generate(&state, request, Endpoint::Responses).await
 }
 
 #[derive(Clone, Copy)]
@@ -181,15 +201,19 @@ impl Endpoint {
     }
 }
 
-async fn generate(
-    state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-    endpoint: Endpoint,
-) -> Response {
+async fn generate(state: &AppState, request: Request, endpoint: Endpoint) -> Response {
     let protocol = endpoint.protocol();
-    let body = match body {
+    let body = match read_body(state, request).await {
         Ok(b) => b,
-        Err(rejection) => return body_error(state, rejection, protocol),
+        Err(e) => return error_response(state, e, protocol),
+    };
+    // Counting tokens never reaches the engine's queue.
+    let permit = match endpoint {
+        Endpoint::CountTokens => None,
+        _ => match state.in_engine.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => return busy(state, protocol),
+        },
     };
     let result = match endpoint {
         Endpoint::Chat => state.api.chat_completions(&body).await,
@@ -198,27 +222,65 @@ async fn generate(
         Endpoint::CountTokens => state.api.count_tokens(&body).await,
         Endpoint::Responses => state.api.responses(&body).await,
     };
-    respond(state, result, protocol)
+    respond(state, result, protocol, permit)
 }
 
-fn body_error(state: &AppState, rejection: BytesRejection, protocol: Protocol) -> Response {
-    let status = rejection.status();
-    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-        "request body too large".to_string()
-    } else {
-        rejection.body_text()
+/// The body, read within the read timeout and the size limit: a client
+/// that sends it slowly gets 408 instead of holding its handler forever.
+async fn read_body(state: &AppState, request: Request) -> Result<Bytes, ApiError> {
+    let read = Bytes::from_request(request, &());
+    let read = match state.read_timeout {
+        Some(limit) => tokio::time::timeout(limit, read).await.map_err(|_| {
+            ApiError::new(
+                408,
+                "invalid_request_error",
+                format!(
+                    "the request body did not arrive within {} s (--read-timeout)",
+                    limit.as_secs_f64()
+                ),
+            )
+        })?,
+        None => read.await,
     };
-    error_response(
-        state,
-        ApiError::new(status.as_u16(), "invalid_request_error", message),
-        protocol,
-    )
+    read.map_err(|rejection| {
+        let status = rejection.status();
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "request body too large (--max-body-mb)".to_string()
+        } else {
+            rejection.body_text()
+        };
+        ApiError::new(status.as_u16(), "invalid_request_error", message)
+    })
 }
 
+/// The queue is full: 503 with `Retry-After`, which the official SDKs
+/// honour when they retry.
+fn busy(state: &AppState, protocol: Protocol) -> Response {
+    let e = ApiError {
+        code: Some("server_busy".into()),
+        ..ApiError::new(
+            503,
+            "server_error",
+            format!(
+                "the server is busy: every decode slot is taken and {} requests are waiting (--max-queue); retry",
+                state.max_queue
+            ),
+        )
+    };
+    let mut response = error_response(state, e, protocol);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// The reply; `permit` (the request's place in the engine) is held until
+/// a stream's last event is sent or the client drops it.
 fn respond(
     state: &AppState,
     result: Result<ApiResponse, ApiError>,
     protocol: Protocol,
+    permit: Option<OwnedSemaphorePermit>,
 ) -> Response {
     match result {
         Err(e) => error_response(state, e, protocol),
@@ -226,7 +288,8 @@ fn respond(
             with_grammar(Json(body).into_response(), grammar)
         }
         Ok(ApiResponse::Stream { events, grammar }) => {
-            let frames = events.map(|e| {
+            let frames = events.map(move |e| {
+                let _held = &permit;
                 let frame = match e.event {
                     Some(name) => Event::default().event(name),
                     None => Event::default(),

@@ -12,7 +12,8 @@
 //! openai/     chat completions and completions
 //! anthropic/  Messages (and count_tokens)
 //! responses/  OpenAI Responses
-//! http_server routes, SSE framing, CORS, keys, body limits
+//! http_server routes, SSE framing, CORS, keys, body limits, the queue's bound
+//! listener    the accept loop: connection cap, header and idle timeouts
 //! metrics     Prometheus rendering of the engine's counters
 //! serve_flags afm-serve's flags: the one source of its engine and server settings
 //! thinking    each protocol's thinking switch as the chat template's
@@ -23,6 +24,7 @@ mod context;
 mod error;
 mod http_server;
 mod ids;
+mod listener;
 mod metrics;
 pub mod openai;
 mod output_format;
@@ -35,7 +37,8 @@ mod wire;
 
 pub use context::{ApiContext, ApiResponse, EventStream, SseEvent};
 pub use error::{ApiError, Protocol};
-pub use http_server::{router, serve, shutdown_signal, ServerConfig, GRAMMAR_HEADER};
+pub use http_server::{router, serve, serve_on, shutdown_signal, ServerConfig, GRAMMAR_HEADER};
+pub use listener::ConnectionLimits;
 pub use metrics::{render as render_metrics, RejectedRequests};
 pub use openai::ChatRequest;
 pub use serve_flags::ServeFlags;

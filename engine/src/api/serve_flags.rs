@@ -5,6 +5,7 @@
 //! what a flagless `afm-serve` runs.
 
 use crate::api::http_server::ServerConfig;
+use crate::api::listener::ConnectionLimits;
 use crate::loading::WeightMode;
 use crate::parsers::ToolCallFormat;
 use crate::runtime::EngineConfig;
@@ -101,6 +102,23 @@ pub struct ServeFlags {
     /// Largest request body accepted, in MiB; larger ones get a 413.
     #[arg(long, default_value_t = server().max_body_bytes >> 20)]
     pub max_body_mb: usize,
+    /// Generation requests that may wait for a decode slot beyond the
+    /// --concurrent running; one more gets a 503 with Retry-After.
+    #[arg(long, default_value_t = server().max_queue)]
+    pub max_queue: usize,
+    /// Connections open at once; one more gets a 503 and is closed.
+    #[arg(long, default_value_t = server().limits.max_connections)]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers, and its body (408
+    /// past it); idle kept-alive connections close after as long. 0: none.
+    #[arg(long, default_value_t = server().limits.read_timeout.map_or(0, |d| d.as_secs()))]
+    pub read_timeout: u64,
+    /// Memory in MiB the running requests' KV may take at most, counted
+    /// for each as prompt + max_tokens: a request waits until it fits, and
+    /// one that cannot fit alone gets a 400 (default: a quarter of the
+    /// machine's memory).
+    #[arg(long, default_value_t = engine().kv_budget_bytes >> 20)]
+    pub max_kv_mb: usize,
 }
 
 impl ServeFlags {
@@ -156,6 +174,7 @@ impl ServeFlags {
             thinking_budget: self.thinking_budget,
             chat_template,
             weight_mode,
+            kv_budget_bytes: self.max_kv_mb << 20,
             ..defaults
         })
     }
@@ -177,6 +196,12 @@ impl ServeFlags {
             port: self.port,
             api_key: self.api_key.clone(),
             max_body_bytes: self.max_body_mb << 20,
+            max_queue: self.max_queue,
+            limits: ConnectionLimits {
+                max_connections: self.max_connections,
+                read_timeout: (self.read_timeout > 0)
+                    .then(|| std::time::Duration::from_secs(self.read_timeout)),
+            },
         })
     }
 }

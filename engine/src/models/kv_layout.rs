@@ -92,6 +92,13 @@ impl KvLayout {
             .sum()
     }
 
+    /// Bytes one sequence of `tokens` positions holds at most: every
+    /// owning layer's keys and values for each (a sliding window counted
+    /// whole, an upper bound) and its recurrent state.
+    pub fn bytes_for(&self, tokens: usize) -> usize {
+        self.bytes_per_token() * tokens + self.bytes_per_snapshot()
+    }
+
     /// The attention layers that hold keys and values (not shared), in
     /// order: what a KV segment has one entry for.
     pub fn owners(&self) -> impl Iterator<Item = usize> + '_ {

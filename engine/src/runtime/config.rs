@@ -39,6 +39,10 @@ pub struct EngineConfig {
     pub thinking_budget: Option<usize>,
     /// Jinja source replacing the model's chat template (`--chat-template`).
     pub chat_template: Option<String>,
+    /// KV the running sequences may hold together, each counted at its
+    /// prompt plus max_tokens (`--max-kv-mb`): admission waits until the
+    /// next one fits, and one that cannot fit alone is refused.
+    pub kv_budget_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -57,6 +61,23 @@ impl Default for EngineConfig {
             tool_call_parser: None,
             thinking_budget: None,
             chat_template: None,
+            // Whole MiB, as --max-kv-mb gives it.
+            kv_budget_bytes: (physical_memory() / 4) >> 20 << 20,
         }
+    }
+}
+
+/// The machine's memory in bytes (4 GiB where it cannot be read).
+fn physical_memory() -> usize {
+    // SAFETY: sysconf only reads system constants.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    match pages > 0 && size > 0 {
+        true => (pages as usize).saturating_mul(size as usize),
+        false => 4 << 30,
     }
 }

@@ -16,6 +16,7 @@ use crate::error::{EngineError, Result};
 use crate::loading::chat_template::TemplateInput;
 use crate::loading::source::ModelSource;
 use crate::loading::LoadedModel;
+use crate::models::KvLayout;
 use crate::parsers::{OutputConfig, ToolCallFormat};
 use crate::runtime::config::EngineConfig;
 use crate::runtime::constraint::Constraint;
@@ -40,6 +41,9 @@ pub struct Engine {
     text: Arc<ModelText>,
     stats: Arc<Mutex<EngineStats>>,
     config: EngineConfig,
+    /// The served model's KV per sequence, to refuse at submission a
+    /// request that could never fit the KV budget.
+    kv_layout: KvLayout,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -75,12 +79,12 @@ impl Engine {
                         return;
                     }
                 };
-                let _ = ready_tx.send(Ok(text.clone()));
+                let _ = ready_tx.send(Ok((text.clone(), model.kv_layout().clone())));
                 let scheduler = Scheduler::new(model, text, thread_config, thread_stats);
                 run(scheduler, inbox);
             })
             .map_err(|e| EngineError::io("starting the engine thread", e))?;
-        let text = ready_rx.recv().map_err(|_| {
+        let (text, kv_layout) = ready_rx.recv().map_err(|_| {
             EngineError::EngineStopped("the engine thread died while loading".into())
         })??;
         Ok(Engine {
@@ -88,6 +92,7 @@ impl Engine {
             text,
             stats,
             config,
+            kv_layout,
             thread: Some(thread),
         })
     }
@@ -214,6 +219,20 @@ impl Engine {
                     prompt.len()
                 ),
                 param: Some(param.into()),
+            });
+        }
+        let tokens = (prompt.len() + max_tokens).min(context);
+        let kv = self.kv_layout.bytes_for(tokens);
+        if kv > self.config.kv_budget_bytes {
+            return Err(EngineError::InvalidRequest {
+                message: format!(
+                    "the prompt ({} tokens) and max_tokens ({max_tokens}) need up to {} MiB of KV; \
+                     this server's budget is {} MiB (--max-kv-mb)",
+                    prompt.len(),
+                    kv.div_ceil(1 << 20),
+                    self.config.kv_budget_bytes >> 20
+                ),
+                param: Some("max_tokens".into()),
             });
         }
         let constraint = match tool_constraint(request)? {

@@ -140,8 +140,27 @@ impl Scheduler {
         }
     }
 
+    /// Admits waiting sequences in order while a decode slot is free and
+    /// the KV budget holds the next one's worst case (one always runs).
     fn admit(&mut self) {
+        let layout = self.model.kv_layout();
+        let need = |prompt: usize, max_tokens: usize| {
+            layout.bytes_for((prompt + max_tokens).min(self.text.limits.context_length))
+        };
+        let mut reserved: usize = self
+            .running
+            .iter()
+            .map(|s| need(s.prompt.len(), s.settings.max_tokens))
+            .sum();
         while self.running.len() < self.config.concurrent.max(1) {
+            let Some(next) = self.waiting.front() else {
+                break;
+            };
+            let cost = need(next.prompt.len(), next.settings.max_tokens);
+            if !self.running.is_empty() && reserved + cost > self.config.kv_budget_bytes {
+                break;
+            }
+            reserved += cost;
             let Some(s) = self.waiting.pop_front() else {
                 break;
             };

@@ -67,6 +67,9 @@ pub struct BenchRun {
     /// Check kinds counted but not corrupting (`--tolerate`).
     #[serde(default)]
     pub tolerated: Vec<String>,
+    /// The reply cap and the request time limit.
+    #[serde(default)]
+    pub reply_limits: Option<crate::run::target::ReplyLimits>,
 }
 
 /// The highest load level whose correct goodput share met the target.
@@ -148,7 +151,8 @@ pub struct LevelResult {
     pub cancelled: usize,
     /// Served requests whose reply failed a check.
     pub corrupted: usize,
-    /// Failures by kind: an error's first word or a check's name.
+    /// Failures by kind: an error's [`ErrorKind`](crate::bench::sample::ErrorKind)
+    /// name or a check's name.
     pub failures: BTreeMap<String, usize>,
     /// A few distinct error messages, for the reader.
     pub error_examples: Vec<String>,
@@ -259,7 +263,7 @@ impl LevelResult {
                 if error_examples.len() < 3 && !error_examples.contains(e) {
                     error_examples.push(e.clone());
                 }
-                let kind = e.split([':', ' ']).next().unwrap_or("error").to_string();
+                let kind = crate::bench::sample::ErrorKind::of(e).name().to_string();
                 *failures.entry(kind).or_default() += 1;
             }
             for t in &s.tolerated {
@@ -661,7 +665,7 @@ mod tests {
         );
         assert_eq!((l.requests, l.errors), (3, 1));
         assert_eq!(l.error_examples, vec!["HTTP 500: boom".to_string()]);
-        assert_eq!(l.failures["HTTP"], 1);
+        assert_eq!(l.failures["http-status"], 1);
         assert_eq!(l.e2e.as_ref().unwrap().n, 2);
         assert_eq!(l.e2e.as_ref().unwrap().p50, 200.0);
         assert_eq!(l.output_tokens_per_s, 16.0);

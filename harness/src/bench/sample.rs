@@ -202,6 +202,64 @@ impl Sample {
     }
 }
 
+/// The kind of a request's error, by which a level counts its failures:
+/// a broken server's replies are told apart by what it did (too slow, too
+/// big, not a stream...), not lumped as "error".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The reply did not end within `--request-timeout`.
+    Timeout,
+    /// The reply passed the harness's cap.
+    TooLarge,
+    /// Redirects that did not end.
+    Redirects,
+    /// Any other connection failure.
+    Transport,
+    /// A status other than 200.
+    Status,
+    /// An error event inside a stream.
+    ErrorEvent,
+    /// A streamed request answered with a plain body.
+    NotAStream,
+    /// A 200 without one token.
+    NoOutput,
+    /// The request could not be built or sent.
+    Request,
+}
+
+impl ErrorKind {
+    /// The kind of one of [`Sample::error`]'s messages.
+    pub fn of(error: &str) -> Self {
+        let (head, rest) = error.split_once(':').unwrap_or((error, ""));
+        match head {
+            "transport" if rest.contains("request time limit") => ErrorKind::Timeout,
+            "transport" if rest.contains("the harness's cap") => ErrorKind::TooLarge,
+            "transport" if rest.contains("redirect") => ErrorKind::Redirects,
+            "transport" => ErrorKind::Transport,
+            "error event" => ErrorKind::ErrorEvent,
+            "request" => ErrorKind::Request,
+            _ if head.starts_with("HTTP ") => ErrorKind::Status,
+            _ if head.starts_with("not a stream") => ErrorKind::NotAStream,
+            _ if head == "no output" => ErrorKind::NoOutput,
+            _ => ErrorKind::Transport,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::TooLarge => "too-large",
+            ErrorKind::Redirects => "redirects",
+            ErrorKind::Transport => "transport",
+            ErrorKind::Status => "http-status",
+            ErrorKind::ErrorEvent => "error-event",
+            ErrorKind::NotAStream => "not-a-stream",
+            ErrorKind::NoOutput => "no-output",
+            ErrorKind::Request => "request",
+        }
+    }
+}
+
 fn short(v: &Value) -> String {
     let text = v["error"]["message"]
         .as_str()

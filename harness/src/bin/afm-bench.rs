@@ -47,6 +47,13 @@ enum Command {
         #[arg(long, default_value = "afm-bench-merged")]
         out: PathBuf,
     },
+    /// Hostile clients against a server (slowloris, idle connections,
+    /// huge headers and bodies, deep JSON, a KV hog, a burst), each beside
+    /// an honest probe's latency; exit 1 if the server did not hold.
+    Attack(Box<afm_harness::hostile::AttackArgs>),
+    /// Mixed traffic over the four protocols for a long time, judged on
+    /// 5xx, memory, descriptors and p99 drift; exit 1 if it fails.
+    Soak(Box<afm_harness::soak::SoakArgs>),
     /// Two runs side by side: each metric of A and B and the ratio B/A.
     Compare {
         /// A run: its bench.json or the folder holding it.
@@ -67,6 +74,8 @@ fn main() -> ExitCode {
         Some(Command::Compare { a, b }) => compare_runs(&a, &b),
         Some(Command::Mock(args)) => serve_mock(*args),
         Some(Command::Merge { runs, out }) => merge_runs(&runs, &out),
+        Some(Command::Attack(args)) => return attack(&args),
+        Some(Command::Soak(args)) => return soak(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -114,6 +123,63 @@ fn serve_mock(args: afm_harness::mock::MockArgs) -> Result<()> {
         .enable_all()
         .build()?
         .block_on(afm_harness::mock::serve(args))
+}
+
+fn attack(args: &afm_harness::hostile::AttackArgs) -> ExitCode {
+    let report = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| {
+            rt.block_on(afm_harness::hostile::run(args, |l| {
+                eprintln!("afm-bench attack: {l}")
+            }))
+        });
+    match report {
+        Ok(report) => {
+            print!("{}", report.table());
+            println!(
+                "afm-bench attack: {}",
+                args.out.join("attack.json").display()
+            );
+            match report.held() {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::from(1),
+            }
+        }
+        Err(e) => {
+            eprintln!("afm-bench: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn soak(args: &afm_harness::soak::SoakArgs) -> ExitCode {
+    let report = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| {
+            rt.block_on(afm_harness::soak::run(args, |l| {
+                eprintln!("afm-bench soak: {l}")
+            }))
+        });
+    match report {
+        Ok(report) => {
+            print!("{}", report.table());
+            println!("afm-bench soak: {}", args.out.join("soak.json").display());
+            match report.verdict.passed() {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::from(1),
+            }
+        }
+        Err(e) => {
+            eprintln!("afm-bench: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn run(args: &BenchArgs) -> Result<()> {

@@ -171,6 +171,9 @@ pub struct RunInfo {
     pub tier: Option<Tier>,
     pub seed: u64,
     pub capabilities: Capabilities,
+    /// The reply cap and the request time limit.
+    #[serde(default)]
+    pub reply_limits: Option<crate::run::target::ReplyLimits>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]

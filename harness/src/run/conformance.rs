@@ -217,6 +217,7 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
         tier: Some(args.tier),
         seed,
         capabilities,
+        reply_limits: Some(args.target.reply_limits()),
     };
     let mut report = Report::new(info, results);
     known.annotate(&mut report);

@@ -59,6 +59,25 @@ impl TargetArgs {
     pub fn time_limit(&self) -> Duration {
         Duration::from_secs(self.request_timeout)
     }
+
+    /// The limits every reply was read under, for the report.
+    pub fn reply_limits(&self) -> ReplyLimits {
+        ReplyLimits {
+            cap_mib: crate::server::REPLY_CAP >> 20,
+            request_timeout_s: self.request_timeout,
+        }
+    }
+}
+
+/// What the harness reads of one reply at most: a reply past either is
+/// an error that names it (a broken server never hangs or exhausts the
+/// harness). In both tools' reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplyLimits {
+    /// Bytes of one reply, in MiB.
+    pub cap_mib: usize,
+    /// Headers to last byte, in seconds.
+    pub request_timeout_s: u64,
 }
 
 /// The bundled model: the in-process engine's default.

@@ -198,6 +198,7 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
         schema_share,
         percentiles: args.percentiles.clone(),
         tolerated: args.tolerate.clone(),
+        reply_limits: Some(args.target.reply_limits()),
     };
     let report = BenchReport::new(run, variants);
     report.write(&args.out.join("bench.json"))?;

@@ -1,0 +1,232 @@
+//! The soak's mixed traffic: every protocol, streamed and whole, with
+//! grammar, tools, several choices, clients that leave mid-stream or
+//! give up, and bodies broken on purpose. Each request's end is one
+//! [`Outcome`].
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use serde_json::{json, Value};
+
+/// One kind of request of the mix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    ChatStream,
+    ChatWhole,
+    Completions,
+    MessagesStream,
+    MessagesWhole,
+    ResponsesStream,
+    ResponsesWhole,
+    Grammar,
+    Tools,
+    Choices,
+    /// A stream the client drops after its first chunk.
+    Disconnect,
+    /// A whole request the client gives up on after 300 ms.
+    Cancel,
+    /// A chat body broken on purpose (truncated, a byte changed, a field
+    /// of the wrong type): a 4xx is the right answer, never a 5xx.
+    Fuzzed,
+}
+
+impl Kind {
+    pub const MIX: [Kind; 13] = [
+        Kind::ChatStream,
+        Kind::ChatWhole,
+        Kind::Completions,
+        Kind::MessagesStream,
+        Kind::MessagesWhole,
+        Kind::ResponsesStream,
+        Kind::ResponsesWhole,
+        Kind::Grammar,
+        Kind::Tools,
+        Kind::Choices,
+        Kind::Disconnect,
+        Kind::Cancel,
+        Kind::Fuzzed,
+    ];
+}
+
+/// How one request ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// An HTTP status and the time to the reply's end.
+    Status(u16, Duration),
+    /// The client left on purpose (disconnect, cancel).
+    Left,
+    /// The connection failed or broke on the server's side.
+    Broken(String),
+}
+
+/// A few user turns, so prompts repeat (the prefix cache fills and then
+/// stays at its size, as in real use) yet differ.
+const PROMPTS: [&str; 6] = [
+    "Name three colours.",
+    "What is two plus two?",
+    "Write one sentence about the sea.",
+    "List the days of the week.",
+    "Say hello in French.",
+    "What is the capital of Italy?",
+];
+
+pub struct Client {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub model: String,
+    pub api_key: Option<String>,
+}
+
+impl Client {
+    /// Sends one request of `kind` and waits for its end.
+    pub async fn send(&self, kind: Kind, rng: &mut StdRng) -> Outcome {
+        let prompt = PROMPTS[rng.random_range(0..PROMPTS.len())];
+        let chat = |extra: Value| {
+            let mut body = json!({
+                "model": self.model,
+                "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": 24,
+            });
+            merge(&mut body, extra);
+            body
+        };
+        let (path, body) = match kind {
+            Kind::ChatStream | Kind::Disconnect => {
+                ("/v1/chat/completions", chat(json!({"stream": true})))
+            }
+            Kind::ChatWhole | Kind::Cancel => ("/v1/chat/completions", chat(json!({}))),
+            Kind::Choices => (
+                "/v1/chat/completions",
+                chat(json!({"n": 2, "temperature": 0.8})),
+            ),
+            Kind::Grammar => (
+                "/v1/chat/completions",
+                chat(
+                    json!({"response_format": {"type": "json_schema", "json_schema": {
+                    "name": "answer", "strict": true,
+                    "schema": {"type": "object", "properties": {"answer": {"type": "string"}},
+                               "required": ["answer"], "additionalProperties": false}}}}),
+                ),
+            ),
+            Kind::Tools => (
+                "/v1/chat/completions",
+                chat(json!({"tools": [{"type": "function", "function": {
+                    "name": "get_weather", "description": "The weather in a city.",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                   "required": ["city"]}}}]})),
+            ),
+            Kind::Completions => (
+                "/v1/completions",
+                json!({"model": self.model, "prompt": prompt, "max_tokens": 24,
+                       "stream": rng.random_bool(0.5)}),
+            ),
+            Kind::MessagesStream | Kind::MessagesWhole => (
+                "/v1/messages",
+                json!({"model": self.model, "max_tokens": 24,
+                       "messages": [{"role": "user", "content": prompt}],
+                       "stream": kind == Kind::MessagesStream}),
+            ),
+            Kind::ResponsesStream | Kind::ResponsesWhole => (
+                "/v1/responses",
+                json!({"model": self.model, "input": prompt, "max_output_tokens": 24,
+                       "stream": kind == Kind::ResponsesStream}),
+            ),
+            Kind::Fuzzed => ("/v1/chat/completions", Value::Null),
+        };
+        let raw = match kind {
+            Kind::Fuzzed => fuzz(&chat(json!({})).to_string(), rng),
+            _ => body.to_string(),
+        };
+        let started = Instant::now();
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .header("anthropic-version", "2023-06-01")
+            .timeout(match kind {
+                Kind::Cancel => Duration::from_millis(300),
+                _ => Duration::from_secs(300),
+            })
+            .body(raw);
+        if let Some(key) = &self.api_key {
+            req = req.bearer_auth(key);
+        }
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) if kind == Kind::Cancel && e.is_timeout() => return Outcome::Left,
+            Err(e) => return Outcome::Broken(short(&e)),
+        };
+        let status = resp.status().as_u16();
+        let mut resp = resp;
+        if kind == Kind::Disconnect && status == 200 {
+            let _ = resp.chunk().await;
+            return Outcome::Left;
+        }
+        loop {
+            match resp.chunk().await {
+                Ok(Some(_)) => {}
+                Ok(None) => return Outcome::Status(status, started.elapsed()),
+                Err(e) if kind == Kind::Cancel && e.is_timeout() => return Outcome::Left,
+                Err(e) => return Outcome::Broken(short(&e)),
+            }
+        }
+    }
+}
+
+fn merge(body: &mut Value, extra: Value) {
+    if let (Some(b), Value::Object(e)) = (body.as_object_mut(), extra) {
+        b.extend(e);
+    }
+}
+
+fn short(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(url) = e.url() {
+        s = s.replace(url.as_str(), "URL");
+    }
+    s
+}
+
+/// A valid body broken one way: cut short, one byte changed, or a field
+/// given a value of the wrong type or range.
+pub fn fuzz(valid: &str, rng: &mut impl Rng) -> String {
+    match rng.random_range(0..3) {
+        0 => valid[..rng.random_range(0..valid.len())].to_string(),
+        1 => {
+            let mut bytes = valid.as_bytes().to_vec();
+            let at = rng.random_range(0..bytes.len());
+            bytes[at] = rng.random_range(0..=255u8);
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+        _ => {
+            let mut v: Value = serde_json::from_str(valid).expect("a valid body");
+            let wrong = [
+                ("max_tokens", json!("many")),
+                ("max_tokens", json!(-5)),
+                ("messages", json!(5)),
+                ("temperature", json!(-3)),
+                ("n", json!(0)),
+                ("messages", json!([{"role": "wizard", "content": "hi"}])),
+                ("tools", json!([{"type": "function"}])),
+            ];
+            let (k, bad) = &wrong[rng.random_range(0..wrong.len())];
+            v[*k] = bad.clone();
+            v.to_string()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn fuzzed_bodies_differ_from_the_valid_one() {
+        let valid = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":4}"#;
+        let mut rng = StdRng::seed_from_u64(7);
+        let changed = (0..50).filter(|_| fuzz(valid, &mut rng) != valid).count();
+        assert!(changed >= 45, "{changed} of 50 changed");
+    }
+}
