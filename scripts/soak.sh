@@ -5,7 +5,7 @@
 # resident memory flat after the warm-up, no descriptor growth, p99
 # steady). Extra arguments go to afm-serve.
 #   bash scripts/soak.sh                   # 30 minutes, afm-serve's defaults
-#   DURATION=120 WARMUP=40 SPAN=40 bash scripts/soak.sh --prefix-cache-mb 32
+#   DURATION=120 WARMUP=40 SPAN=40 SAMPLE=5 bash scripts/soak.sh --prefix-cache-mb 32
 # (CI's 2-minute form: a 32 MiB prefix cache fills within its warm-up, so
 # the memory rule judges leaks, not the cache filling to its budget.)
 set -euo pipefail
@@ -14,6 +14,7 @@ cd "$ROOT"
 DURATION="${DURATION:-1800}"
 WARMUP="${WARMUP:-600}"
 SPAN="${SPAN:-600}"
+SAMPLE="${SAMPLE:-10}"
 OUT="${OUT:-target/soak}"
 PORT="${PORT:-18900}"
 cargo build -q -p afm-engine --bin afm-serve
@@ -27,4 +28,4 @@ for _ in $(seq 1 240); do
     sleep 0.5
 done
 target/debug/afm-bench soak --url "http://127.0.0.1:$PORT" --server-pid "$SERVER" \
-    --duration "$DURATION" --warmup "$WARMUP" --span "$SPAN" --out "$OUT"
+    --duration "$DURATION" --warmup "$WARMUP" --span "$SPAN" --sample "$SAMPLE" --out "$OUT"

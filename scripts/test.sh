@@ -30,4 +30,4 @@ bash interop/peers/afm-test.sh mlx-lm standard
 # A 2-minute soak of a flagless afm-serve (but a 32 MiB prefix cache, full
 # within the warm-up): no 5xx, flat memory, no descriptor growth, steady
 # p99 (scripts/soak.sh; the 30-minute run is in docs/hostile.md).
-DURATION=120 WARMUP=40 SPAN=40 OUT=target/soak-ci bash scripts/soak.sh --prefix-cache-mb 32
+DURATION=120 WARMUP=40 SPAN=40 SAMPLE=5 OUT=target/soak-ci bash scripts/soak.sh --prefix-cache-mb 32
