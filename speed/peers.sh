@@ -78,6 +78,16 @@ run mlx-lm 8081 "$F32_DIR" "$MLX_LM_BIN/mlx_lm.server" --model "$F32_DIR" --port
 LD_LIBRARY_PATH="$(dirname "$LLAMA_SERVER")" run llama-server 8080 - "$LLAMA_SERVER" \
     -m "$GGUF" --port 8080 -np "$MAX_SEQS" -c $((MAX_SEQS * 2048)) -t "$(nproc)" --metrics
 
+# Each server's kernels, as it said at start-up: afm-serve's quantized
+# matmul and attention, llama.cpp's system_info, mlx-lm's BLAS core.
+echo "ISA on this machine:"
+[ ! -f "$OUT/afm-serve.log" ] ||
+    echo "  afm-serve: $(grep -m1 -o 'quantized matmul on the CPU: .*' "$OUT/afm-serve.log" || echo '?')"
+[ ! -f "$OUT/llama-server.log" ] ||
+    echo "  llama-server ($(basename "$(dirname "$(dirname "$(dirname "$LLAMA_SERVER")")")")):" \
+        "$(grep -m1 -o 'CPU : .*' "$OUT/llama-server.log" || grep -m1 'system_info' "$OUT/llama-server.log" || echo '?')"
+[ ! -f "$OUT/mlx-lm.log" ] ||
+    echo "  mlx-lm: MLX's CPU backend, OpenBLAS core ${OPENBLAS_CORETYPE:-as detected}"
 for peer in mlx-lm llama-server; do
     # Only the servers measured (PEERS), and those of an earlier run.
     [ -f "$OUT/afm-serve/bench.json" ] && [ -f "$OUT/$peer/bench.json" ] || continue
