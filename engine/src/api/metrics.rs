@@ -103,6 +103,23 @@ pub fn render(stats: &EngineStats, rejected: RejectedRequests) -> String {
         "Requests waiting for a slot.",
         &[("", stats.waiting as u64)],
     );
+    metric(
+        "afm_prefix_cache_bytes",
+        "gauge",
+        "KV the prefix cache holds, as its budget counts it.",
+        &[("", stats.prefix_cache_bytes as u64)],
+    );
+    if let Some(heap) = heap() {
+        // Where resident memory goes when it grows: held by live objects
+        // (a leak, or a cache past its count) or freed but kept by malloc
+        // (fragmentation).
+        metric(
+            "afm_heap_bytes",
+            "gauge",
+            "The C heap (glibc's mallinfo2): in use, incl. mmapped blocks, and free but kept.",
+            &[("{state=\"in_use\"}", heap.0), ("{state=\"free\"}", heap.1)],
+        );
+    }
 
     let _ = writeln!(out, "# HELP afm_batch_size Sequences per forward pass.");
     let _ = writeln!(out, "# TYPE afm_batch_size histogram");
@@ -116,6 +133,19 @@ pub fn render(stats: &EngineStats, rejected: RejectedRequests) -> String {
     let _ = writeln!(out, "afm_batch_size_sum {}", stats.batched_sequences);
     let _ = writeln!(out, "afm_batch_size_count {}", stats.steps);
     out
+}
+
+/// Bytes of the C heap in use and free-but-kept, over all arenas.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn heap() -> Option<(u64, u64)> {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let m = unsafe { libc::mallinfo2() };
+    Some(((m.uordblks + m.hblkhd) as u64, m.fordblks as u64))
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn heap() -> Option<(u64, u64)> {
+    None
 }
 
 #[cfg(test)]

@@ -27,14 +27,18 @@ impl LoadedModel {
 
     pub fn load_source(source: &ModelSource, mode: WeightMode) -> Result<Self> {
         crate::cpu::blas::configure_threads();
+        let heap_fixed = crate::cpu::heap::configure();
         #[cfg(not(target_os = "macos"))]
         tracing::info!(
             weights = ?mode,
+            heap_mmap_threshold_fixed = heap_fixed,
             openblas = crate::cpu::blas::openblas_core().as_deref().unwrap_or("not loaded"),
             "quantized matmul on the CPU: {}; attention: {}",
             crate::cpu::qmm::path(),
             crate::cpu::attention::describe()
         );
+        #[cfg(target_os = "macos")]
+        let _ = heap_fixed;
         let parts = ModelParts::read(source, mode)?;
         let model = registry::load(parts.config, &parts.hyper, &parts.weights)?;
         Ok(LoadedModel {

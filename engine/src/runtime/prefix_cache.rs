@@ -364,17 +364,23 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 }
 
 /// Positions `start..end` of a segment, as contiguous copies.
+/// Positions `start..end` of a segment, copied now: a lazy slice would
+/// keep the whole edge's buffer alive for as long as the cache keeps
+/// either half, memory the budget never counts.
 fn slice_segment(kv: &KvSegment, start: usize, end: usize) -> Result<KvSegment> {
     use mlx_rs::ops::indexing::IndexOp;
     let (s, e) = (start as i32, end as i32);
-    kv.iter()
+    let sliced: KvSegment = kv
+        .iter()
         .map(|(k, v)| {
             Ok((
                 k.index((.., .., s..e, ..)).contiguous()?,
                 v.index((.., .., s..e, ..)).contiguous()?,
             ))
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    mlx_rs::transforms::eval(sliced.iter().flat_map(|(k, v)| [k, v]))?;
+    Ok(sliced)
 }
 
 #[cfg(test)]

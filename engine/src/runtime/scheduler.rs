@@ -372,6 +372,7 @@ impl Scheduler {
         let mut st = self.stats.lock().expect("stats");
         st.running = self.running.len();
         st.waiting = self.waiting.len();
+        st.prefix_cache_bytes = self.prefix.as_ref().map_or(0, PrefixCache::bytes);
     }
 }
 

@@ -35,6 +35,8 @@ pub struct EngineStats {
     pub batch_size_steps: [u64; BATCH_SIZE_BUCKETS.len() + 1],
     pub running: usize,
     pub waiting: usize,
+    /// KV held by the prefix cache, as its budget counts it.
+    pub prefix_cache_bytes: usize,
 }
 
 impl EngineStats {
