@@ -348,6 +348,59 @@ fn per_step(on: &[usize], outcome: impl Fn(usize) -> Outcome) -> Vec<Mismatch> {
         .collect()
 }
 
+/// A 2xx whose body should be JSON and is not (an HTML page, bytes that
+/// are not UTF-8, JSON nested past the parser's limit, nothing): every
+/// check but the status and the headers fails naming what came, instead
+/// of an "empty content" that hides it.
+fn unreadable_body(check: &Check, ex: &Exchange) -> Option<Mismatch> {
+    let wire_only = matches!(
+        check,
+        Check::Status { .. }
+            | Check::StatusIn { .. }
+            | Check::HeaderPresent { .. }
+            | Check::Header { .. }
+    );
+    if wire_only || !(200..300).contains(&ex.status) {
+        return None;
+    }
+    let stream_came = ex.done_marker || !ex.chunks.is_empty() || !ex.malformed_lines.is_empty();
+    if !ex.streamed && ex.body.is_null() && stream_came {
+        let bad = match ex.malformed_lines.first() {
+            Some(line) => format!(
+                ", {} lines that are not SSE data, the first {:?}",
+                ex.malformed_lines.len(),
+                line.chars().take(80).collect::<String>()
+            ),
+            None => String::new(),
+        };
+        return Some((
+            "a JSON body".into(),
+            format!(
+                "an event stream ({} chunks{bad}) to a request that did not ask to stream",
+                ex.chunks.len()
+            ),
+        ));
+    }
+    let Value::String(text) = &ex.body else {
+        return None;
+    };
+    if !ex.chunks.is_empty() {
+        return None;
+    }
+    let kind = ex
+        .headers
+        .get("content-type")
+        .map_or("untyped", String::as_str);
+    let why = serde_json::from_str::<Value>(text)
+        .err()
+        .map_or(String::new(), |e| format!(" ({e})"));
+    let head: String = text.chars().take(80).collect();
+    Some((
+        "a JSON body".into(),
+        format!("a {kind} body that is not JSON{why}: {head:?}"),
+    ))
+}
+
 /// What a check expected and what it saw, before [`CheckSpec::evaluate`]
 /// names the check in a [`Failure`].
 type Mismatch = (String, String);
@@ -365,6 +418,9 @@ fn kind_name(c: &Check) -> String {
 pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
     if let Some(e) = &ex.transport_error {
         return Err(("a response".into(), format!("transport error: {e}")));
+    }
+    if let Some(m) = unreadable_body(check, ex) {
+        return Err(m);
     }
     let r = Reply::of(ex);
     match check {
@@ -412,5 +468,38 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         | Check::OwnMarker { .. }
         | Check::PromptHoldsHistory { .. }
         | Check::StopsBeforeReplyWord { .. } => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_200_that_is_not_json_is_named_by_every_reply_check_but_not_the_status() {
+        let mut ex = fixtures::chat_body(Value::String(
+            "<html><h1>502 Bad Gateway</h1></html>".into(),
+        ));
+        ex.headers.insert("content-type".into(), "text/html".into());
+        let (expected, actual) = check_one(&Check::ContentNonEmpty, &ex).unwrap_err();
+        assert_eq!(expected, "a JSON body");
+        assert!(
+            actual.starts_with("a text/html body that is not JSON (")
+                && actual.contains("502 Bad Gateway"),
+            "{actual}"
+        );
+        assert!(check_one(&Check::Status { equals: 200 }, &ex).is_ok());
+        let json = fixtures::chat_reply("hello");
+        assert!(check_one(&Check::ContentNonEmpty, &json).is_ok());
+        // A stream, with a line that is not UTF-8, to a whole request.
+        let mut ex = fixtures::chat_body(Value::Null);
+        ex.malformed_lines = vec!["invalid UTF-8: data: {...}".into()];
+        let (_, actual) = check_one(&Check::ContentNonEmpty, &ex).unwrap_err();
+        assert!(
+            actual.contains("invalid UTF-8") && actual.contains("did not ask to stream"),
+            "{actual}"
+        );
+        let streamed = fixtures::chat_stream(&["a", "b"]);
+        assert!(check_one(&Check::ContentNonEmpty, &streamed).is_ok());
     }
 }
