@@ -122,13 +122,9 @@ impl Player {
                 for _ in 0..concurrency.max(1) {
                     let (me, shared) = (self.clone(), shared.clone());
                     tasks.push(tokio::spawn(async move {
-                        loop {
-                            if !shared
-                                .bound
-                                .allows(shared.sent.load(Ordering::SeqCst), elapsed(&shared))
-                            {
-                                break;
-                            }
+                        // The first turn's place is claimed here, so two
+                        // users never both take the bound's last request.
+                        while shared.claim() {
                             let i = shared.next_conversation.fetch_add(1, Ordering::SeqCst);
                             me.converse(&shared, i, None).await;
                         }
@@ -232,18 +228,20 @@ impl Player {
                 }
             };
             // The bound counts requests; a conversation stops at it too.
-            if t > 0
-                && !shared
-                    .bound
-                    .allows(shared.sent.load(Ordering::SeqCst), elapsed(shared))
-            {
-                return;
+            // A closed loop's first turn was claimed by its user; an open
+            // loop's was scheduled, and is sent whatever the count.
+            match (t, due_ms) {
+                (0, None) => {}
+                (0, Some(_)) => {
+                    shared.sent.fetch_add(1, Ordering::SeqCst);
+                }
+                _ if !shared.claim() => return,
+                _ => {}
             }
             let _permit = match &shared.slots {
                 Some(s) => s.acquire().await.ok(),
                 None => None,
             };
-            shared.sent.fetch_add(1, Ordering::SeqCst);
             if let Some(m) = &marker {
                 shared.markers.lock().expect("a lock").insert(m.clone());
             }
@@ -328,4 +326,51 @@ pub fn in_share(k: usize, share: f64) -> bool {
 
 fn elapsed(shared: &Shared) -> f64 {
     shared.start.elapsed().as_secs_f64()
+}
+
+impl Shared {
+    /// Takes one request of the bound, if it allows one more now: the
+    /// check and the count in one step, so concurrent users never send
+    /// more than `--requests`.
+    fn claim(&self) -> bool {
+        let now = elapsed(self);
+        self.sent
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                self.bound.allows(n, now).then_some(n + 1)
+            })
+            .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod claim_tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_claims_never_pass_the_bound() {
+        let shared = Arc::new(Shared {
+            start: Instant::now(),
+            bound: Bound {
+                requests: Some(5),
+                duration_s: None,
+            },
+            salt: String::new(),
+            sent: AtomicUsize::new(0),
+            next_conversation: AtomicUsize::new(0),
+            cached: Mutex::new(HashSet::new()),
+            last_sent_ms: Mutex::new(0.0),
+            slots: None,
+            markers: Mutex::new(Markers::new([])),
+            out: Mutex::new(Vec::new()),
+        });
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let shared = shared.clone();
+                std::thread::spawn(move || (0..100).filter(|_| shared.claim()).count())
+            })
+            .collect();
+        let claimed: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(claimed, 5);
+        assert_eq!(shared.sent.load(Ordering::SeqCst), 5);
+    }
 }

@@ -126,55 +126,42 @@ fn serve_mock(args: afm_harness::mock::MockArgs) -> Result<()> {
 }
 
 fn attack(args: &afm_harness::hostile::AttackArgs) -> ExitCode {
-    let report = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(anyhow::Error::from)
-        .and_then(|rt| {
-            rt.block_on(afm_harness::hostile::run(args, |l| {
-                eprintln!("afm-bench attack: {l}")
-            }))
-        });
-    match report {
-        Ok(report) => {
-            print!("{}", report.table());
-            println!(
-                "afm-bench attack: {}",
-                args.out.join("attack.json").display()
-            );
-            match report.held() {
-                true => ExitCode::SUCCESS,
-                false => ExitCode::from(1),
-            }
-        }
-        Err(e) => {
-            eprintln!("afm-bench: error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    let job = afm_harness::hostile::run(args, |l| eprintln!("afm-bench attack: {l}"));
+    judged(job, |report| {
+        print!("{}", report.table());
+        println!(
+            "afm-bench attack: {}",
+            args.out.join("attack.json").display()
+        );
+        report.held()
+    })
 }
 
 fn soak(args: &afm_harness::soak::SoakArgs) -> ExitCode {
+    let job = afm_harness::soak::run(args, |l| eprintln!("afm-bench soak: {l}"));
+    judged(job, |report| {
+        print!("{}", report.table());
+        println!("afm-bench soak: {}", args.out.join("soak.json").display());
+        report.verdict.passed()
+    })
+}
+
+/// Runs a judged job (attack, soak) on a runtime of two workers: `show`
+/// prints its report and says whether it passed. Exit 0 if it did, 1 if
+/// not, 2 if the job could not run.
+fn judged<R>(
+    job: impl std::future::Future<Output = Result<R>>,
+    show: impl FnOnce(&R) -> bool,
+) -> ExitCode {
     let report = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(anyhow::Error::from)
-        .and_then(|rt| {
-            rt.block_on(afm_harness::soak::run(args, |l| {
-                eprintln!("afm-bench soak: {l}")
-            }))
-        });
+        .and_then(|rt| rt.block_on(job));
     match report {
-        Ok(report) => {
-            print!("{}", report.table());
-            println!("afm-bench soak: {}", args.out.join("soak.json").display());
-            match report.verdict.passed() {
-                true => ExitCode::SUCCESS,
-                false => ExitCode::from(1),
-            }
-        }
+        Ok(report) if show(&report) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
         Err(e) => {
             eprintln!("afm-bench: error: {e:#}");
             ExitCode::from(2)

@@ -182,28 +182,29 @@ where
     ends
 }
 
-/// What the server sent on a raw connection, read until it closes.
+/// Reads what the server sends into `reply` until it closes or breaks
+/// the connection (a mebibyte kept at most: an answer's head is enough).
+async fn read_until_closed(rd: &mut (impl AsyncReadExt + Unpin), reply: &mut Vec<u8>) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = rd.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        if reply.len() < 1 << 20 {
+            reply.extend_from_slice(&buf[..n]);
+        }
+    }
+}
+
+/// What the server sent on a raw connection within `limit`.
 async fn read_reply(stream: &mut TcpStream, limit: Duration) -> Result<Vec<u8>, End> {
     let mut reply = Vec::new();
-    let mut buf = [0u8; 4096];
-    let read = async {
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) => return Ok(()),
-                Ok(n) => {
-                    reply.extend_from_slice(&buf[..n]);
-                    if reply.len() > 1 << 20 {
-                        return Ok(());
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    };
-    match tokio::time::timeout(limit, read).await {
-        Ok(_) => Ok(reply),
-        Err(_) if reply.is_empty() => Err(End::Held),
-        Err(_) => Ok(reply),
+    let timed_out = tokio::time::timeout(limit, read_until_closed(stream, &mut reply))
+        .await
+        .is_err();
+    match timed_out && reply.is_empty() {
+        true => Err(End::Held),
+        false => Ok(reply),
     }
 }
 
@@ -276,15 +277,7 @@ async fn drip_headers(aim: Arc<Aim>, hold: Duration) -> End {
         }
     };
     let mut reply = Vec::new();
-    let read = async {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = rd.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            reply.extend_from_slice(&buf[..n]);
-        }
-    };
+    let read = read_until_closed(&mut rd, &mut reply);
     let over = tokio::time::sleep(hold);
     tokio::select! {
         _ = read => parse_reply(&reply, started),
@@ -349,15 +342,7 @@ async fn big_body(aim: &Aim) -> End {
         Ok::<_, std::io::Error>(())
     };
     let mut reply = Vec::new();
-    let read = async {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = rd.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            reply.extend_from_slice(&buf[..n]);
-        }
-    };
+    let read = read_until_closed(&mut rd, &mut reply);
     let limit = tokio::time::sleep(Duration::from_secs(60));
     tokio::select! {
         _ = read => {}
@@ -389,15 +374,7 @@ async fn slow_body(aim: &Aim, hold: Duration) -> End {
         }
     };
     let mut reply = Vec::new();
-    let read = async {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = rd.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            reply.extend_from_slice(&buf[..n]);
-        }
-    };
+    let read = read_until_closed(&mut rd, &mut reply);
     tokio::select! {
         _ = read => parse_reply(&reply, started),
         _ = drip => End::Closed(started.elapsed()),
