@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use afm_engine::api::{serve_on, ApiContext, ConnectionLimits, ServerConfig};
 use afm_harness::hostile::attacks::Attack;
-use afm_harness::hostile::{self, AttackArgs};
+use afm_harness::hostile::{self, AttackArgs, ServerFlags};
 
 async fn serve(api: Arc<ApiContext>, config: ServerConfig) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -20,9 +20,11 @@ async fn serve(api: Arc<ApiContext>, config: ServerConfig) -> String {
 
 fn args(url: &str, only: Vec<Attack>, tag: &str) -> AttackArgs {
     AttackArgs {
-        url: url.to_string(),
-        model: None,
-        api_key: None,
+        server: ServerFlags {
+            url: url.to_string(),
+            model: None,
+            api_key: None,
+        },
         only,
         slow_connections: 8,
         idle_connections: 8,

@@ -25,8 +25,9 @@ use probe::{Probe, ProbeFigures};
 use watch::ProcessSample;
 
 /// `afm-bench attack`'s flags.
+/// The server that `afm-bench attack` and `afm-bench soak` send to.
 #[derive(clap::Args, Debug, Clone)]
-pub struct AttackArgs {
+pub struct ServerFlags {
     /// The server's base URL (without /v1).
     #[arg(long)]
     pub url: String,
@@ -36,6 +37,24 @@ pub struct AttackArgs {
     /// Sent as `Authorization: Bearer KEY`.
     #[arg(long)]
     pub api_key: Option<String>,
+}
+
+impl ServerFlags {
+    /// The base URL without a trailing slash, and the model to name.
+    pub async fn resolve(&self, client: &reqwest::Client) -> Result<(String, String)> {
+        let base = self.url.trim_end_matches('/').to_string();
+        let model = match &self.model {
+            Some(m) => m.clone(),
+            None => first_model(client, &base, self.api_key.as_deref()).await?,
+        };
+        Ok((base, model))
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct AttackArgs {
+    #[command(flatten)]
+    pub server: ServerFlags,
     /// Attacks to run, comma-separated (default: all, in this order).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<Attack>,
@@ -139,35 +158,32 @@ impl AttackReport {
     }
 }
 
-/// Runs the attacks one after another against `args.url`.
+/// Runs the attacks one after another against `args.server`.
 pub async fn run(args: &AttackArgs, note: impl Fn(&str)) -> Result<AttackReport> {
     watch::raise_fd_limit();
-    let base = args.url.trim_end_matches('/').to_string();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()?;
+    let (base, model) = args.server.resolve(&client).await?;
+    let api_key = args.server.api_key.clone();
     let parsed = reqwest::Url::parse(&base).with_context(|| format!("--url {base}"))?;
     let addr = format!(
         "{}:{}",
         parsed.host_str().context("--url has no host")?,
         parsed.port_or_known_default().unwrap_or(80)
     );
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .build()?;
-    let model = match &args.model {
-        Some(m) => m.clone(),
-        None => first_model(&client, &base, args.api_key.as_deref()).await?,
-    };
     let aim = Arc::new(Aim {
         client: client.clone(),
         base: base.clone(),
         addr,
         model: model.clone(),
-        api_key: args.api_key.clone(),
+        api_key: api_key.clone(),
     });
     let probe = Probe {
         client,
         base: base.clone(),
         model: model.clone(),
-        api_key: args.api_key.clone(),
+        api_key: api_key.clone(),
     };
     let sizes = Sizes {
         slow_connections: args.slow_connections,
@@ -257,11 +273,7 @@ async fn peak_of(pid: Option<u32>, stop: Arc<AtomicBool>) -> Option<ProcessSampl
 }
 
 /// The first model id of `GET /v1/models`.
-pub async fn first_model(
-    client: &reqwest::Client,
-    base: &str,
-    key: Option<&str>,
-) -> Result<String> {
+async fn first_model(client: &reqwest::Client, base: &str, key: Option<&str>) -> Result<String> {
     let mut req = client
         .get(format!("{base}/v1/models"))
         .timeout(Duration::from_secs(30));

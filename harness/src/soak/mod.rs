@@ -28,19 +28,14 @@ use serde::Serialize;
 
 use crate::bench::stats::percentile;
 use crate::hostile::watch::{self, ProcessSample};
+use crate::hostile::ServerFlags;
 use traffic::{Client, Kind, Outcome};
 
 /// `afm-bench soak`'s flags.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SoakArgs {
-    /// The server's base URL (without /v1).
-    #[arg(long)]
-    pub url: String,
-    /// Model name to send (default: the first of GET /v1/models).
-    #[arg(long)]
-    pub model: Option<String>,
-    #[arg(long)]
-    pub api_key: Option<String>,
+    #[command(flatten)]
+    pub server: ServerFlags,
     /// Seconds of traffic.
     #[arg(long, default_value_t = 1800.0)]
     pub duration: f64,
@@ -139,22 +134,18 @@ struct Ended {
 
 /// Runs the soak and judges it.
 pub async fn run(args: &SoakArgs, note: impl Fn(&str)) -> Result<SoakReport> {
-    let base = args.url.trim_end_matches('/').to_string();
     // Idle connections are dropped before a server's idle timeout (afm-
     // serve's is 30 s), so a close racing a reuse is not taken for a
     // connection the server broke.
     let http = reqwest::Client::builder()
         .pool_idle_timeout(Duration::from_secs(5))
         .build()?;
-    let model = match &args.model {
-        Some(m) => m.clone(),
-        None => crate::hostile::first_model(&http, &base, args.api_key.as_deref()).await?,
-    };
+    let (base, model) = args.server.resolve(&http).await?;
     let client = Arc::new(Client {
         http,
         base: base.clone(),
         model: model.clone(),
-        api_key: args.api_key.clone(),
+        api_key: args.server.api_key.clone(),
     });
     let ended: Arc<Mutex<Vec<Ended>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
