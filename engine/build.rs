@@ -48,6 +48,8 @@ fn main() {
         "glu.cpp",
         "glu.h",
         "glu_avx2.cpp",
+        "layer.cpp",
+        "layer.h",
         "simd_avx2.h",
     ] {
         println!("cargo:rerun-if-changed={}", src.join(f).display());
@@ -96,6 +98,7 @@ fn main() {
                 "qmm_gather.cpp",
                 "attention.cpp",
                 "glu.cpp",
+                "layer.cpp",
                 "thread_pool.cpp",
                 "primitive.cpp",
             ]

@@ -10,6 +10,7 @@
 #include "mlx/version.h"
 #include "attention.h"
 #include "glu.h"
+#include "layer.h"
 #include "qmm_affine.h"
 #include "qmm_gather.h"
 #include "thread_pool.h"
@@ -406,6 +407,176 @@ bool GatedActivation::is_equivalent(const mx::Primitive& other) const {
   return o && o->act_ == act_;
 }
 
+namespace {
+
+// Indices of decoder_layer's inputs.
+enum LayerInput : int {
+  kH = 0, kKeys, kValues, kAttnNorm, kQkv, kO = kQkv + 3, kFfnNorm = kO + 3, kGateUp, kDown = kGateUp + 3,
+  kFixedInputs = kDown + 3
+};
+
+int layer_inputs(const afm_layer_config& c) {
+  return kFixedInputs + 2 * (c.has_qk_norm != 0) + (c.has_attn_out_norm != 0) + (c.has_ffn_out_norm != 0);
+}
+
+} // namespace
+
+std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm_layer_config& c,
+                                     std::vector<int32_t> slots, std::vector<int32_t> offsets, int l,
+                                     mx::StreamOrDevice s) {
+  const auto stream = cpu_stream("decoder_layer", s);
+  const std::string at = "[decoder_layer] ";
+  if (int(in.size()) != layer_inputs(c)) throw std::invalid_argument(at + "wrong number of inputs for the config");
+  const auto& keys = in[kKeys];
+  if (keys.ndim() != 4 || keys.shape() != in[kValues].shape())
+    throw std::invalid_argument(at + "keys and values must be one 4-D shape");
+  if (keys.dtype() != mx::float32 || in[kValues].dtype() != mx::float32)
+    throw std::invalid_argument(at + "keys and values must be float32");
+  if (c.heads <= 0 || c.kv_heads <= 0 || c.heads % c.kv_heads != 0 || keys.shape(1) != c.kv_heads ||
+      keys.shape(3) != c.head_dim || c.head_dim % 2 != 0)
+    throw std::invalid_argument(at + "heads must be a multiple of the store's KV heads, head_dim even");
+  const int64_t dim = in[kH].shape(-1);
+  const int64_t rows = dim ? int64_t(in[kH].size()) / dim : 0;
+  if (l <= 0 || int64_t(slots.size()) * l != rows || offsets.size() != slots.size())
+    throw std::invalid_argument(at + "h must hold l rows for each slot and offset");
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] < 0 || slots[i] >= keys.shape(0))
+      throw std::invalid_argument(at + "a slot is outside the KV store");
+    if (offsets[i] < 0 || int64_t(offsets[i]) + l > keys.shape(2))
+      throw std::invalid_argument(at + "a token's position is past the store's capacity");
+  }
+  if (c.window < 0 || (c.act != int(glu::Act::Silu) && c.act != int(glu::Act::GeluTanh)))
+    throw std::invalid_argument(at + "bad window or activation");
+  const int64_t d = c.head_dim, q_w = int64_t(c.heads) * d;
+  const int64_t hidden = in[kGateUp].shape(0) / 2;
+  // (first input, K, N) of each product.
+  const int64_t shapes[4][3] = {
+      {kQkv, dim, q_w + 2 * int64_t(c.kv_heads) * d}, {kO, q_w, dim}, {kGateUp, dim, 2 * hidden}, {kDown, hidden, dim}};
+  for (int j = 0; j < 4; ++j) {
+    const auto& w = in[shapes[j][0]];
+    if (w.ndim() != 2 || w.shape(0) != shapes[j][2])
+      throw std::invalid_argument(at + "a product's weight has the wrong number of rows");
+    check_format("decoder_layer", shapes[j][1], w, in[shapes[j][0] + 1], in[shapes[j][0] + 2], c.group_size[j],
+                 c.bits[j]);
+  }
+  std::vector<mx::array> inputs;
+  inputs.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const bool norm = i == kAttnNorm || i == kFfnNorm || i >= size_t(kFixedInputs);
+    if (norm) {
+      const int64_t want = i >= size_t(kFixedInputs) && c.has_qk_norm && i < size_t(kFixedInputs) + 2 ? d : dim;
+      if (in[i].size() != size_t(want)) throw std::invalid_argument(at + "a norm weight has the wrong size");
+    }
+    inputs.push_back(i == kH || norm ? as_f32(in[i], stream) : in[i]);
+  }
+  auto outs = mx::array::make_arrays(
+      {inputs[kH].shape(), keys.shape(), keys.shape()},
+      {mx::float32, mx::float32, mx::float32},
+      std::make_shared<DecoderLayer>(stream, c, std::move(slots), std::move(offsets), l),
+      inputs);
+  // make_arrays gives every output its own copy of the inputs, so the store
+  // would be referenced three times and never donatable (updated in place).
+  // Only h_out keeps the store among its inputs; the other two keep the
+  // rest (so evaluating one of them alone still schedules h and the
+  // weights), and eval_cpu reads the inputs from h_out.
+  for (int j = 1; j < 3; ++j) {
+    auto& ins = outs[size_t(j)].inputs();
+    ins.erase(ins.begin() + kKeys, ins.begin() + kValues + 1);
+  }
+  return outs;
+}
+
+void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array>& outputs) {
+  // Whichever output MLX evaluates through, h_out holds all the inputs
+  // (decoder_layer trimmed the others').
+  const std::vector<mx::array>& inputs = outputs[0].inputs();
+  auto& h_out = outputs[0];
+  h_out.set_data(mx::allocator::malloc(h_out.nbytes()));
+  // The store is updated in place when this op holds its only reference
+  // (the engine takes it out of its store for the call); else copied.
+  bool copy[2];
+  for (int j = 0; j < 2; ++j) {
+    const auto& in = inputs[kKeys + j];
+    auto& out = outputs[1 + j];
+    copy[j] = !(in.is_donatable() && in.flags().row_contiguous && in.data_size() == in.size());
+    if (copy[j]) out.set_data(mx::allocator::malloc(out.nbytes()));
+    else out.copy_shared_buffer(in);
+  }
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  for (auto& in : inputs) encoder.set_input_array(in);
+  for (auto& out : outputs) encoder.set_output_array(out);
+
+  const auto& c = cfg_;
+  layer::Problem p{};
+  p.n = int64_t(slots_.size());
+  p.l = l_;
+  p.dim = inputs[kH].shape(-1);
+  p.heads = c.heads;
+  p.kv_heads = c.kv_heads;
+  p.head_dim = c.head_dim;
+  p.hidden = inputs[kGateUp].shape(0) / 2;
+  p.store_slots = inputs[kKeys].shape(0);
+  p.capacity = inputs[kKeys].shape(2);
+  p.eps = c.eps;
+  p.qk_eps = c.qk_eps;
+  p.blas_min_rows = c.blas_min_rows;
+  p.rope_base = c.rope_base;
+  p.rope_traditional = c.rope_traditional != 0;
+  p.scale = c.scale;
+  p.window = c.window;
+  p.act = c.act;
+  p.h_out = h_out.data<float>();
+  p.keys = outputs[1].data<float>();
+  p.values = outputs[2].data<float>();
+  const int64_t ks[4] = {p.dim, int64_t(c.heads) * c.head_dim, p.dim, p.hidden};
+  qmm::AffineMatrix* mats[4] = {&p.qkv, &p.o, &p.gate_up, &p.down};
+  for (int j = 0; j < 4; ++j) {
+    const int at = j == 0 ? kQkv : j == 1 ? kO : j == 2 ? kGateUp : kDown;
+    mats[j]->scale_type = scale_type(inputs[at + 1].dtype());
+    mats[j]->n = inputs[at].shape(0);
+    mats[j]->k = ks[j];
+    mats[j]->bits = c.bits[j];
+    mats[j]->group_size = c.group_size[j];
+  }
+  std::vector<View> views;
+  for (auto& in : inputs) views.push_back(view_of(in));
+  encoder.dispatch([p, c, views = std::move(views), copy0 = copy[0], copy1 = copy[1], slots = slots_,
+                    offsets = offsets_]() mutable {
+    std::vector<std::vector<char>> bufs(views.size());
+    auto ptr = [&](int i) { return dense(views[i], bufs[i]); };
+    auto f32 = [&](int i) { return static_cast<const float*>(ptr(i)); };
+    if (copy0) std::memcpy(p.keys, ptr(kKeys), size_t(views[kKeys].itemsize) * p.store_slots * p.kv_heads * p.capacity * p.head_dim);
+    if (copy1) std::memcpy(p.values, ptr(kValues), size_t(views[kValues].itemsize) * p.store_slots * p.kv_heads * p.capacity * p.head_dim);
+    p.slots = slots.data();
+    p.offsets = offsets.data();
+    p.h = f32(kH);
+    p.attn_norm = f32(kAttnNorm);
+    p.ffn_norm = f32(kFfnNorm);
+    int next = kFixedInputs;
+    if (c.has_qk_norm) p.q_norm = f32(next++), p.k_norm = f32(next++);
+    if (c.has_attn_out_norm) p.attn_out_norm = f32(next++);
+    if (c.has_ffn_out_norm) p.ffn_out_norm = f32(next++);
+    qmm::AffineMatrix* mats[4] = {&p.qkv, &p.o, &p.gate_up, &p.down};
+    const int firsts[4] = {kQkv, kO, kGateUp, kDown};
+    for (int j = 0; j < 4; ++j) {
+      mats[j]->w = static_cast<const uint32_t*>(ptr(firsts[j]));
+      mats[j]->scales = ptr(firsts[j] + 1);
+      mats[j]->biases = ptr(firsts[j] + 2);
+    }
+    layer::run(p);
+  });
+}
+
+void DecoderLayer::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error("[AfmDecoderLayer] has no GPU implementation; the engine builds the layer from MLX ops there");
+}
+
+bool DecoderLayer::is_equivalent(const mx::Primitive& other) const {
+  auto* o = dynamic_cast<const DecoderLayer*>(&other);
+  return o && std::memcmp(&o->cfg_, &cfg_, sizeof cfg_) == 0 && o->slots_ == slots_ && o->offsets_ == offsets_ &&
+      o->l_ == l_;
+}
+
 } // namespace afm
 
 // ---------------------------------------------------------------------------
@@ -505,6 +676,39 @@ extern "C" int afm_gated_activation(afm_mlx_array* res, afm_mlx_array gate, afm_
                                     afm_mlx_stream s) {
   return entry("afm_gated_activation", res, s,
                [&](mx::StreamOrDevice sd) { return afm::gated_activation(get(gate), get(up), act, sd); });
+}
+
+extern "C" int afm_decoder_layer(
+    afm_mlx_array* res,
+    const afm_mlx_array* inputs,
+    int n_inputs,
+    const afm_layer_config* cfg,
+    const int32_t* slots,
+    const int32_t* offsets,
+    int n,
+    int l,
+    afm_mlx_stream s) {
+  try {
+    if (!res || !cfg || n_inputs < 0 || (n_inputs > 0 && !inputs))
+      throw std::invalid_argument("[afm_decoder_layer] res, cfg and inputs must be given");
+    if (n < 0 || (n > 0 && (!slots || !offsets)))
+      throw std::invalid_argument("[afm_decoder_layer] slots and offsets must hold n values");
+    mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
+    if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
+    std::vector<mx::array> in;
+    in.reserve(size_t(n_inputs));
+    for (int i = 0; i < n_inputs; ++i) in.push_back(get(inputs[i]));
+    auto outs = afm::decoder_layer(in, *cfg, std::vector<int32_t>(slots, slots + n),
+                                   std::vector<int32_t>(offsets, offsets + n), l, sd);
+    for (int j = 0; j < 3; ++j) {
+      if (res[j].ctx) *static_cast<mx::array*>(res[j].ctx) = std::move(outs[size_t(j)]);
+      else res[j].ctx = new mx::array(std::move(outs[size_t(j)]));
+    }
+    g_last_error.clear();
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
 }
 
 extern "C" const char* afm_qmm_last_error(void) {

@@ -180,6 +180,70 @@ class GatedActivation : public mx::Primitive {
 
 } // namespace afm
 
+// The C form of a decoder layer's fixed parameters (afm_decoder_layer); the
+// C++ op takes it as it is.
+extern "C" {
+typedef struct afm_layer_config_ {
+  int heads, kv_heads, head_dim;
+  // Per product, in order qkv, o, gate_up, down: bits and group size.
+  int bits[4];
+  int group_size[4];
+  float eps; // the layer norms'
+  float qk_eps; // the per-head q/k norms' (with has_qk_norm)
+  int has_qk_norm, has_attn_out_norm, has_ffn_out_norm;
+  float rope_base;
+  int rope_traditional;
+  float scale;
+  int window; // 0: none
+  int act; // 0 SiLU, 1 GELU (tanh form)
+  int blas_min_rows; // as for affine_qmm; 0 keeps rows independent
+} afm_layer_config;
+}
+
+namespace afm {
+
+// One pre-norm decoder layer over n items of l new tokens each (layer.h):
+// returns {h_out, keys_out, values_out}, the keys and values being the
+// store with this step's rows written (the input store's buffer itself when
+// nothing else holds it, else a copy). inputs: h [..., rows, dim], keys,
+// values [slots, kv_heads, capacity, head_dim] f32, attn_norm [dim],
+// qkv w/scales/biases, o w/scales/biases, ffn_norm [dim], gate_up
+// w/scales/biases, down w/scales/biases, then q_norm and k_norm
+// [head_dim] (has_qk_norm), attn_out_norm (has_attn_out_norm),
+// ffn_out_norm (has_ffn_out_norm). CPU streams only; throws
+// std::invalid_argument on bad shapes or positions.
+std::vector<mx::array> decoder_layer(const std::vector<mx::array>& inputs, const afm_layer_config& cfg,
+                                     std::vector<int32_t> slots, std::vector<int32_t> offsets, int l,
+                                     mx::StreamOrDevice s = {});
+
+class DecoderLayer : public mx::Primitive {
+ public:
+  DecoderLayer(mx::Stream stream, const afm_layer_config& cfg, std::vector<int32_t> slots,
+               std::vector<int32_t> offsets, int l)
+      : mx::Primitive(stream), cfg_(cfg), slots_(std::move(slots)), offsets_(std::move(offsets)), l_(l) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override {
+    return {inputs[0].shape(), inputs[1].shape(), inputs[2].shape()};
+  }
+
+  const char* name() const override {
+    return "AfmDecoderLayer";
+  }
+
+  bool is_equivalent(const mx::Primitive& other) const override;
+
+ private:
+  afm_layer_config cfg_;
+  std::vector<int32_t> slots_;
+  std::vector<int32_t> offsets_;
+  int l_;
+};
+
+} // namespace afm
+
 // C entry points for a caller holding mlx-c handles (the Rust engine through
 // mlx-sys). afm_mlx_array / afm_mlx_stream have the exact layout of mlx-c's
 // mlx_array / mlx_stream (one pointer to a heap mlx::core::array / Stream),
@@ -243,6 +307,21 @@ int afm_attention(
 // afm_affine_qmm.
 int afm_gated_activation(afm_mlx_array* res, afm_mlx_array gate, afm_mlx_array up, int act,
                          afm_mlx_stream s);
+
+// afm::decoder_layer over mlx-c handles: `inputs` holds n_inputs handles in
+// the order decoder_layer takes; `res` three result handles (h, keys,
+// values), each by mlx-c's output convention; `slots` and `offsets` n values
+// each (copied). Same error conventions as afm_affine_qmm.
+int afm_decoder_layer(
+    afm_mlx_array* res,
+    const afm_mlx_array* inputs,
+    int n_inputs,
+    const afm_layer_config* cfg,
+    const int32_t* slots,
+    const int32_t* offsets,
+    int n,
+    int l,
+    afm_mlx_stream s);
 
 // The message of this thread's last failed call ("" if none).
 const char* afm_qmm_last_error(void);

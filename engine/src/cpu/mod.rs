@@ -1,8 +1,9 @@
 //! What the engine adds under MLX's CPU backend (Linux): the BLAS library's
 //! thread count; [`qmm`], a quantized matmul primitive that keeps quantized
 //! weights packed (MLX's own is a scalar loop on x86); [`attention`],
-//! which reads the batch KV store in place with a vectorized softmax; and
-//! [`glu`], the MLP's gated activation with a vectorized `exp`; and the C
+//! which reads the batch KV store in place with a vectorized softmax;
+//! [`glu`], the MLP's gated activation with a vectorized `exp`; [`layer`],
+//! a whole decoder layer as one primitive over those kernels; and the C
 //! heap's policy ([`heap`]), since MLX's CPU arrays are plain `malloc`.
 //! Depends on nothing in the engine but its error type; `loading` and
 //! `models::forward` call it.
@@ -11,6 +12,7 @@ pub mod attention;
 pub mod blas;
 pub mod glu;
 pub mod heap;
+pub mod layer;
 pub mod qmm;
 
 /// The path of a primitive riding on the quantized matmul's build and

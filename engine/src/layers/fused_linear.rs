@@ -137,6 +137,14 @@ impl FusedLinear {
         }
     }
 
+    /// The one matrix all parts share, unless they stay separate.
+    pub fn single(&self) -> Option<&Linear> {
+        match &self.layout {
+            Fused::One { linear, .. } => Some(linear),
+            Fused::Separate(_) => None,
+        }
+    }
+
     fn parts(&self) -> usize {
         match &self.layout {
             Fused::One { widths, .. } => widths.len(),

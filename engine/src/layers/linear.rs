@@ -100,6 +100,14 @@ impl Linear {
         })
     }
 
+    /// The packed matrix, when afm's CPU primitive multiplies it.
+    pub fn packed(&self) -> Option<&QuantizedWeight> {
+        match self {
+            Linear::Quantized(q) if q.runs_on_primitive() => Some(q),
+            _ => None,
+        }
+    }
+
     /// Output size (rows of the weight).
     pub fn out_features(&self) -> i32 {
         match self {

@@ -33,9 +33,10 @@ impl LoadedModel {
             weights = ?mode,
             heap_mmap_threshold_fixed = heap_fixed,
             openblas = crate::cpu::blas::openblas_core().as_deref().unwrap_or("not loaded"),
-            "quantized matmul on the CPU: {}; attention: {}",
+            "quantized matmul on the CPU: {}; attention: {}; layers: {}",
             crate::cpu::qmm::path(),
-            crate::cpu::attention::describe()
+            crate::cpu::attention::describe(),
+            crate::cpu::layer::describe()
         );
         #[cfg(target_os = "macos")]
         let _ = heap_fixed;

@@ -10,6 +10,7 @@ use mlx_rs::Array;
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
 use super::forward::{BatchItem, ForwardContext};
+use super::fused_layer::{self, FusedLayer, LayerNorms};
 use super::gated_delta_net::GatedDeltaNet;
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
@@ -44,6 +45,8 @@ struct Layer {
     kind_index: usize,
     post_norm: Array,
     ffn: Box<dyn FeedForward>,
+    /// The layer as one op, where the CPU primitive runs it.
+    fused: Option<FusedLayer>,
 }
 
 pub struct Decoder {
@@ -120,15 +123,35 @@ impl Decoder {
                         recurrent_layers - 1
                     }
                 };
+                let input_norm = norm(&format!("{p}.input_layernorm.weight"))?;
+                let post_norm = norm(&format!("{p}.post_attention_layernorm.weight"))?;
+                let fused = match &mixer {
+                    Mixer::Attention(a) => {
+                        let norms = LayerNorms {
+                            attn: &input_norm,
+                            attn_out: None,
+                            ffn: &post_norm,
+                            ffn_out: None,
+                            eps: config.rms_norm_eps,
+                        };
+                        FusedLayer::new(norms, a, ffn.as_ref())
+                    }
+                    Mixer::Recurrent(_) => None,
+                };
                 Ok(Layer {
-                    input_norm: norm(&format!("{p}.input_layernorm.weight"))?,
+                    input_norm,
                     mixer,
                     kind_index,
-                    post_norm: norm(&format!("{p}.post_attention_layernorm.weight"))?,
+                    post_norm,
                     ffn,
+                    fused,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        fused_layer::log_coverage(
+            layers.iter().filter(|l| l.fused.is_some()).count(),
+            layers.len(),
+        );
         let embed = weights.embedding("model.embed_tokens")?;
         let model = Decoder {
             lm_head: lm_head::load(weights, &embed, &config)?,
@@ -177,7 +200,12 @@ impl CausalLm for Decoder {
         let eps = self.config.rms_norm_eps;
         let mut ctx = ForwardContext::new(items, kv, self.batch_invariant)?;
         let mut h = self.embed.lookup(&ctx.token_ids())?;
+        let rows = ctx.layer_rows();
         for layer in &self.layers {
+            if let (Some(fused), Some(rows)) = (&layer.fused, &rows) {
+                h = fused.forward(&mut ctx, layer.kind_index, &h, rows)?;
+                continue;
+            }
             let x = rms_norm(&h, Some(&layer.input_norm), eps)?;
             let mixed = match &layer.mixer {
                 Mixer::Attention(a) => a.forward(&mut ctx, layer.kind_index, &x)?,

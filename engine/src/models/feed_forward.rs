@@ -5,6 +5,7 @@
 use mlx_rs::Array;
 
 use super::forward::ForwardContext;
+use super::gated_mlp::GatedMlp;
 use crate::error::Result;
 
 /// A layer's feed-forward block.
@@ -19,5 +20,11 @@ pub trait FeedForward {
     /// grouping depends on the batch).
     fn batch_invariant(&self) -> bool {
         true
+    }
+
+    /// The block as a plain gated MLP, which a whole-layer primitive can
+    /// run (`models::fused_layer`); `None` for any other block.
+    fn gated_mlp(&self) -> Option<&GatedMlp> {
+        None
     }
 }

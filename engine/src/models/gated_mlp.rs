@@ -57,6 +57,14 @@ impl GatedMlp {
     }
 }
 
+impl GatedMlp {
+    /// The gate/up projections (one matrix when fused), down, and the
+    /// activation.
+    pub fn parts(&self) -> (&FusedLinear, &Linear, Activation) {
+        (&self.gate_up, &self.down, self.activation)
+    }
+}
+
 impl FeedForward for GatedMlp {
     fn forward(&self, ctx: &ForwardContext, x: &Array) -> Result<Array> {
         let [gate, up]: [Array; 2] = ctx
@@ -70,5 +78,9 @@ impl FeedForward for GatedMlp {
         let mut out = self.gate_up.stored();
         out.push(self.down.stored());
         out
+    }
+
+    fn gated_mlp(&self) -> Option<&GatedMlp> {
+        Some(self)
     }
 }

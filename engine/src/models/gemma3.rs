@@ -10,6 +10,7 @@ use mlx_rs::Array;
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
 use super::forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
+use super::fused_layer::{self, FusedLayer, LayerNorms};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
@@ -93,6 +94,8 @@ struct Layer {
     pre_feedforward_norm: Array,
     mlp: GatedMlp,
     post_feedforward_norm: Array,
+    /// The layer as one op, where the CPU primitive runs it.
+    fused: Option<FusedLayer>,
 }
 
 pub struct Gemma3 {
@@ -145,16 +148,30 @@ impl Gemma3 {
                     window: sliding.then_some(params.window),
                     ..AttentionSpec::from_config(&config)
                 };
-                Ok(Layer {
+                let mut layer = Layer {
                     input_norm: norm("input_layernorm")?,
                     attention: SelfAttention::load(weights, &format!("{p}.self_attn"), spec)?,
                     post_attention_norm: norm("post_attention_layernorm")?,
                     pre_feedforward_norm: norm("pre_feedforward_layernorm")?,
                     mlp: GatedMlp::load(weights, &format!("{p}.mlp"), Activation::GeluTanh)?,
                     post_feedforward_norm: norm("post_feedforward_layernorm")?,
-                })
+                    fused: None,
+                };
+                let norms = LayerNorms {
+                    attn: &layer.input_norm,
+                    attn_out: Some(&layer.post_attention_norm),
+                    ffn: &layer.pre_feedforward_norm,
+                    ffn_out: Some(&layer.post_feedforward_norm),
+                    eps: config.rms_norm_eps,
+                };
+                layer.fused = FusedLayer::new(norms, &layer.attention, &layer.mlp);
+                Ok(layer)
             })
             .collect::<Result<Vec<_>>>()?;
+        fused_layer::log_coverage(
+            layers.iter().filter(|l| l.fused.is_some()).count(),
+            layers.len(),
+        );
         let embed = weights.embedding("model.embed_tokens")?;
         let model = Gemma3 {
             lm_head: lm_head::load(weights, &embed, &config)?,
@@ -208,7 +225,12 @@ impl CausalLm for Gemma3 {
             .embed
             .lookup(&ctx.token_ids())?
             .multiply(&self.embed_scale)?;
+        let rows = ctx.layer_rows();
         for (i, l) in self.layers.iter().enumerate() {
+            if let (Some(fused), Some(rows)) = (&l.fused, &rows) {
+                h = fused.forward(&mut ctx, i, &h, rows)?;
+                continue;
+            }
             let a = l
                 .attention
                 .forward(&mut ctx, i, &norm(&h, &l.input_norm)?)?;

@@ -10,6 +10,7 @@ mod causal_lm;
 mod decoder;
 mod feed_forward;
 mod forward;
+mod fused_layer;
 mod gated_delta_net;
 mod gated_mlp;
 mod gemma3;

@@ -55,6 +55,11 @@ impl SelfAttention {
         &self.spec
     }
 
+    /// The q/k/v projections (one matrix when fused) and the output one.
+    pub fn projections(&self) -> (&FusedLinear, &Linear) {
+        (&self.qkv, &self.o)
+    }
+
     /// Layer `layer`'s attention over the batch rows `x`.
     pub fn forward(&self, ctx: &mut ForwardContext, layer: usize, x: &Array) -> Result<Array> {
         // q and k side by side, so one RoPE call rotates both.

@@ -72,6 +72,9 @@ pub struct AttentionSpec {
 pub struct QkNorm {
     /// `[heads + kv_heads, 1, head_dim]`.
     weight: Array,
+    /// The query and key weights, `[head_dim]` each.
+    q: Array,
+    k: Array,
     eps: f32,
 }
 
@@ -87,7 +90,17 @@ impl QkNorm {
         };
         let weight = concatenate(&[per_head(q, heads)?, per_head(k, kv_heads)?], 0)?;
         weight.eval()?;
-        Ok(QkNorm { weight, eps })
+        Ok(QkNorm {
+            weight,
+            q: q.clone(),
+            k: k.clone(),
+            eps,
+        })
+    }
+
+    /// The query weight, the key weight (`[head_dim]` each) and the eps.
+    pub fn parts(&self) -> (&Array, &Array, f32) {
+        (&self.q, &self.k, self.eps)
     }
 
     /// `qk`: `[n, heads + kv_heads, l, d]`.

@@ -9,6 +9,7 @@ use super::attention::{self, AttentionSpec, NewRows};
 use super::batch_item::BatchItem;
 use super::layout::BatchLayout;
 use super::linear;
+use crate::cpu;
 use crate::error::Result;
 use crate::layers::{FusedLinear, Linear};
 use crate::models::kv_store::{KvStore, SlotSet};
@@ -162,6 +163,50 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
             Some(inverse) => o.take_axis(inverse, 1)?,
             None => o,
         })
+    }
+
+    /// This pass's rows as a whole-layer primitive takes them
+    /// ([`cpu::layer`]): every item decoding one token, or one item's
+    /// chunk. `None` for a pass that mixes the two, whose layers are built
+    /// from ops.
+    pub fn layer_rows(&self) -> Option<cpu::layer::Rows> {
+        let decoding = self.items.iter().all(|i| i.tokens.len() == 1);
+        if !decoding && self.items.len() != 1 {
+            return None;
+        }
+        Some(cpu::layer::Rows {
+            slots: self.items.iter().map(|i| i.slot as i32).collect(),
+            offsets: self
+                .items
+                .iter()
+                .map(|i| self.kv.offset(i.slot) as i32)
+                .collect(),
+            l: self.items.first().map_or(1, |i| i.tokens.len()),
+        })
+    }
+
+    /// Runs attention layer `layer` as one op that also writes its keys and
+    /// values: `run` gets the layer's store buffers and returns the new
+    /// hidden rows and the new buffers. The store leaves this context's
+    /// hands while `run` builds the op, so the op can update it in place;
+    /// on an error the old buffers go back.
+    pub fn layer_op(
+        &mut self,
+        layer: usize,
+        run: impl FnOnce(&Array, &Array) -> Result<(Array, Array, Array)>,
+    ) -> Result<Array> {
+        let (keys, values) = self.kv.take(layer);
+        match run(&keys, &values) {
+            Ok((h, new_keys, new_values)) => {
+                drop((keys, values));
+                self.kv.put(layer, (new_keys, new_values));
+                Ok(h)
+            }
+            Err(e) => {
+                self.kv.put(layer, (keys, values));
+                Err(e)
+            }
+        }
     }
 
     /// Recurrent layer `layer` (its index among the model's recurrent

@@ -1,0 +1,76 @@
+// A whole pre-norm decoder layer (attention and gated MLP) in one call, for
+// MLX's CPU backend.
+//
+// Why: as MLX ops a decode step of a small model is ~13 ops per layer (norms
+// and RoPE fall back to several plain ops each on the CPU, the KV writes,
+// residual adds, copies of reshaped views), and every op is a graph node, a
+// push to MLX's stream thread and usually a thread wake: ~390 context
+// switches per token on SmolLM2, more time than its small matmuls. Here the
+// layer is one function on the stream thread: the small steps (norms, RoPE,
+// the KV write, residual adds) run inline on it, and the products,
+// attention and the activation go to the shared pool, whose workers stay
+// hot (spinning, then yielding) between the sub-steps, with the calling
+// thread as worker 0.
+//
+// Every row is computed from its own input row, its own slot of the KV store
+// and nothing else, in a fixed order of operations: the layer is
+// batch-invariant by construction, as its kernels are (unless blas_min_rows
+// lets a long prefill take the dequantizing BLAS path).
+#pragma once
+
+#include <cstdint>
+
+#include "qmm_affine.h"
+
+namespace afm::layer {
+
+struct Problem {
+  // Rows: n items of l tokens each (n * l rows); item i sits in KV slot
+  // slots[i], its first new token at position offsets[i].
+  int64_t n, l;
+  const int32_t* slots;
+  const int32_t* offsets;
+
+  int64_t dim; // hidden size
+  int64_t heads, kv_heads, head_dim;
+  int64_t hidden; // the MLP's intermediate size
+
+  const float* h; // [n * l, dim], the residual stream in
+  float* h_out; // [n * l, dim]
+  // The KV store of this layer, [slots, kv_heads, capacity, head_dim],
+  // contiguous; the new keys and values are written into it.
+  float* keys;
+  float* values;
+  int64_t store_slots, capacity;
+
+  float eps; // the layer's RMSNorm eps
+  const float* attn_norm; // [dim]
+  const float* attn_out_norm; // [dim] or null (Gemma's post-attention norm)
+  const float* ffn_norm; // [dim]
+  const float* ffn_out_norm; // [dim] or null (Gemma's post-feed-forward norm)
+  const float* q_norm; // [head_dim] or null (Qwen3, Gemma 3)
+  const float* k_norm; // [head_dim], with q_norm
+  float qk_eps;
+
+  qmm::AffineMatrix qkv; // [heads + 2 kv_heads] * head_dim rows: q, k, v
+  qmm::AffineMatrix o; // dim rows
+  qmm::AffineMatrix gate_up; // 2 * hidden rows: gate, then up
+  qmm::AffineMatrix down; // dim rows
+  // Products of at least this many rows take the dequantizing BLAS path
+  // (qmm::matmul_dequant_sgemm); 0: never.
+  int64_t blas_min_rows;
+
+  float rope_base; // RoPE over the whole head
+  bool rope_traditional; // interleaved pairs instead of rotate-half
+  float scale; // multiplies q · k
+  int64_t window; // sliding window (0: none)
+  int act; // glu::Act: 0 SiLU, 1 GELU (tanh form)
+};
+
+// Runs the layer: h_out = h + mix(norm(h)), then h_out += ffn(norm(h_out)),
+// with the optional output norms applied to each block's output before its
+// residual add, and this step's keys and values written into the store.
+// Blocks until done. The caller has checked shapes and positions.
+void run(const Problem& p);
+
+} // namespace afm::layer
