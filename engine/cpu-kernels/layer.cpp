@@ -58,10 +58,37 @@ void product(const float* x, int64_t rows, const qmm::AffineMatrix& w, float* y,
     qmm::matmul(x, rows, w, y);
 }
 
+// Attention of items [from, to), whose rows start at row r0: one call for a
+// run of decoding items (one query each), one per prefill chunk.
+void attend_items(const Problem& p, const float* qkv, int64_t qkv_w, float* out, int64_t from, int64_t to,
+                  int64_t r0) {
+  const int64_t d = p.head_dim;
+  const int64_t head_stride = p.capacity * d, slot_stride = p.kv_heads * head_stride;
+  attn::Problem a{};
+  const int64_t l = p.lens[from];
+  // q read in place from the product's rows: (item, head, token, feature).
+  a.q = {qkv + r0 * qkv_w, l * qkv_w, d, qkv_w};
+  a.k = {p.keys, slot_stride, head_stride, d};
+  a.v = {p.values, slot_stride, head_stride, d};
+  a.slots = p.slots + from;
+  a.offsets = p.offsets + from;
+  a.n = to - from;
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.l = l;
+  a.d = d;
+  a.capacity = p.capacity;
+  a.window = p.window;
+  a.scale = p.scale;
+  a.out = out + r0 * p.heads * d;
+  attn::attend(a);
+}
+
 } // namespace
 
 void run(const Problem& p) {
-  const int64_t rows = p.n * p.l;
+  int64_t rows = 0;
+  for (int64_t i = 0; i < p.n; ++i) rows += p.lens[i];
   if (rows == 0) return;
   const int64_t d = p.head_dim;
   const int64_t qw = p.heads * d, kvw = p.kv_heads * d;
@@ -79,9 +106,8 @@ void run(const Problem& p) {
     rms_norm_row(p.h + r * p.dim, p.attn_norm, p.dim, p.eps, s.normed.data() + r * p.dim);
   product(s.normed.data(), rows, p.qkv, s.qkv.data(), p.blas_min_rows);
   const int64_t head_stride = p.capacity * d, slot_stride = p.kv_heads * head_stride;
-  for (int64_t i = 0; i < p.n; ++i)
-    for (int64_t t = 0; t < p.l; ++t) {
-      const int64_t r = i * p.l + t;
+  for (int64_t i = 0, r = 0; i < p.n; ++i)
+    for (int64_t t = 0; t < p.lens[i]; ++t, ++r) {
       const int64_t pos = int64_t(p.offsets[i]) + t;
       float* row = s.qkv.data() + r * qkv_w;
       // q heads then k heads: normed per head, then rotated.
@@ -99,23 +125,15 @@ void run(const Problem& p) {
         std::memcpy(vd + g * head_stride, v + g * d, size_t(d) * sizeof(float));
       }
     }
-  attn::Problem a{};
-  // q read in place from the product's rows: (item, head, token, feature).
-  a.q = {s.qkv.data(), p.l * qkv_w, d, qkv_w};
-  a.k = {p.keys, slot_stride, head_stride, d};
-  a.v = {p.values, slot_stride, head_stride, d};
-  a.slots = p.slots;
-  a.offsets = p.offsets;
-  a.n = p.n;
-  a.heads = p.heads;
-  a.kv_heads = p.kv_heads;
-  a.l = p.l;
-  a.d = d;
-  a.capacity = p.capacity;
-  a.window = p.window;
-  a.scale = p.scale;
-  a.out = s.attn.data();
-  attn::attend(a);
+  // Every key is written before any query reads (a chunk's own keys).
+  for (int64_t i = 0, r = 0; i < p.n;) {
+    int64_t j = i + 1, len = p.lens[i];
+    if (len == 1)
+      while (j < p.n && p.lens[j] == 1) ++j;
+    attend_items(p, s.qkv.data(), qkv_w, s.attn.data(), i, j, r);
+    for (int64_t k = i; k < j; ++k) r += p.lens[k];
+    i = j;
+  }
   product(s.attn.data(), rows, p.o, s.proj.data(), p.blas_min_rows);
   for (int64_t r = 0; r < rows; ++r) {
     float* o = s.proj.data() + r * p.dim;

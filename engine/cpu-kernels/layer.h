@@ -25,9 +25,12 @@
 namespace afm::layer {
 
 struct Problem {
-  // Rows: n items of l tokens each (n * l rows); item i sits in KV slot
-  // slots[i], its first new token at position offsets[i].
-  int64_t n, l;
+  // Rows: n items, item i's lens[i] new tokens end to end after the
+  // previous item's; item i sits in KV slot slots[i], its first new token
+  // at position offsets[i]. Any mix: decoding items (one token each) and
+  // prefill chunks, so every pass of a model takes the same arithmetic.
+  int64_t n;
+  const int32_t* lens;
   const int32_t* slots;
   const int32_t* offsets;
 
@@ -35,8 +38,8 @@ struct Problem {
   int64_t heads, kv_heads, head_dim;
   int64_t hidden; // the MLP's intermediate size
 
-  const float* h; // [n * l, dim], the residual stream in
-  float* h_out; // [n * l, dim]
+  const float* h; // [rows, dim], the residual stream in
+  float* h_out; // [rows, dim]
   // The KV store of this layer, [slots, kv_heads, capacity, head_dim],
   // contiguous; the new keys and values are written into it.
   float* keys;

@@ -422,8 +422,8 @@ int layer_inputs(const afm_layer_config& c) {
 } // namespace
 
 std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm_layer_config& c,
-                                     std::vector<int32_t> slots, std::vector<int32_t> offsets, int l,
-                                     mx::StreamOrDevice s) {
+                                     std::vector<int32_t> slots, std::vector<int32_t> offsets,
+                                     std::vector<int32_t> lens, mx::StreamOrDevice s) {
   const auto stream = cpu_stream("decoder_layer", s);
   const std::string at = "[decoder_layer] ";
   if (int(in.size()) != layer_inputs(c)) throw std::invalid_argument(at + "wrong number of inputs for the config");
@@ -437,14 +437,18 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
     throw std::invalid_argument(at + "heads must be a multiple of the store's KV heads, head_dim even");
   const int64_t dim = in[kH].shape(-1);
   const int64_t rows = dim ? int64_t(in[kH].size()) / dim : 0;
-  if (l <= 0 || int64_t(slots.size()) * l != rows || offsets.size() != slots.size())
-    throw std::invalid_argument(at + "h must hold l rows for each slot and offset");
+  if (offsets.size() != slots.size() || lens.size() != slots.size())
+    throw std::invalid_argument(at + "one offset and one length per slot");
+  int64_t total = 0;
   for (size_t i = 0; i < slots.size(); ++i) {
+    if (lens[i] <= 0) throw std::invalid_argument(at + "an item without tokens");
+    total += lens[i];
     if (slots[i] < 0 || slots[i] >= keys.shape(0))
       throw std::invalid_argument(at + "a slot is outside the KV store");
-    if (offsets[i] < 0 || int64_t(offsets[i]) + l > keys.shape(2))
+    if (offsets[i] < 0 || int64_t(offsets[i]) + lens[i] > keys.shape(2))
       throw std::invalid_argument(at + "a token's position is past the store's capacity");
   }
+  if (total != rows) throw std::invalid_argument(at + "h must hold the items' tokens, end to end");
   if (c.window < 0 || (c.act != int(glu::Act::Silu) && c.act != int(glu::Act::GeluTanh)))
     throw std::invalid_argument(at + "bad window or activation");
   const int64_t d = c.head_dim, q_w = int64_t(c.heads) * d;
@@ -472,13 +476,19 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
   auto outs = mx::array::make_arrays(
       {inputs[kH].shape(), keys.shape(), keys.shape()},
       {mx::float32, mx::float32, mx::float32},
-      std::make_shared<DecoderLayer>(stream, c, std::move(slots), std::move(offsets), l),
+      std::make_shared<DecoderLayer>(stream, c, std::move(slots), std::move(offsets), std::move(lens)),
       inputs);
   // make_arrays gives every output its own copy of the inputs, so the store
   // would be referenced three times and never donatable (updated in place).
   // Only h_out keeps the store among its inputs; the other two keep the
   // rest (so evaluating one of them alone still schedules h and the
-  // weights), and eval_cpu reads the inputs from h_out.
+  // weights), and eval_cpu reads the inputs from h_out. That is only sound
+  // for a store already computed or scheduled: an evaluation reaching the
+  // op through a trimmed output would not schedule a lazy store (one just
+  // grown, or a prefix just restored into it). Such a store keeps all its
+  // references and is copied once.
+  const auto pending = [](const mx::array& a) { return a.status() == mx::array::Status::unscheduled; };
+  if (pending(inputs[kKeys]) || pending(inputs[kValues])) return outs;
   for (int j = 1; j < 3; ++j) {
     auto& ins = outs[size_t(j)].inputs();
     ins.erase(ins.begin() + kKeys, ins.begin() + kValues + 1);
@@ -509,7 +519,6 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   const auto& c = cfg_;
   layer::Problem p{};
   p.n = int64_t(slots_.size());
-  p.l = l_;
   p.dim = inputs[kH].shape(-1);
   p.heads = c.heads;
   p.kv_heads = c.kv_heads;
@@ -541,7 +550,7 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   std::vector<View> views;
   for (auto& in : inputs) views.push_back(view_of(in));
   encoder.dispatch([p, c, views = std::move(views), copy0 = copy[0], copy1 = copy[1], slots = slots_,
-                    offsets = offsets_]() mutable {
+                    offsets = offsets_, lens = lens_]() mutable {
     std::vector<std::vector<char>> bufs(views.size());
     auto ptr = [&](int i) { return dense(views[i], bufs[i]); };
     auto f32 = [&](int i) { return static_cast<const float*>(ptr(i)); };
@@ -549,6 +558,7 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
     if (copy1) std::memcpy(p.values, ptr(kValues), size_t(views[kValues].itemsize) * p.store_slots * p.kv_heads * p.capacity * p.head_dim);
     p.slots = slots.data();
     p.offsets = offsets.data();
+    p.lens = lens.data();
     p.h = f32(kH);
     p.attn_norm = f32(kAttnNorm);
     p.ffn_norm = f32(kFfnNorm);
@@ -574,7 +584,7 @@ void DecoderLayer::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array
 bool DecoderLayer::is_equivalent(const mx::Primitive& other) const {
   auto* o = dynamic_cast<const DecoderLayer*>(&other);
   return o && std::memcmp(&o->cfg_, &cfg_, sizeof cfg_) == 0 && o->slots_ == slots_ && o->offsets_ == offsets_ &&
-      o->l_ == l_;
+      o->lens_ == lens_;
 }
 
 } // namespace afm
@@ -685,21 +695,22 @@ extern "C" int afm_decoder_layer(
     const afm_layer_config* cfg,
     const int32_t* slots,
     const int32_t* offsets,
+    const int32_t* lens,
     int n,
-    int l,
     afm_mlx_stream s) {
   try {
     if (!res || !cfg || n_inputs < 0 || (n_inputs > 0 && !inputs))
       throw std::invalid_argument("[afm_decoder_layer] res, cfg and inputs must be given");
-    if (n < 0 || (n > 0 && (!slots || !offsets)))
-      throw std::invalid_argument("[afm_decoder_layer] slots and offsets must hold n values");
+    if (n < 0 || (n > 0 && (!slots || !offsets || !lens)))
+      throw std::invalid_argument("[afm_decoder_layer] slots, offsets and lens must hold n values");
     mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
     if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
     std::vector<mx::array> in;
     in.reserve(size_t(n_inputs));
     for (int i = 0; i < n_inputs; ++i) in.push_back(get(inputs[i]));
     auto outs = afm::decoder_layer(in, *cfg, std::vector<int32_t>(slots, slots + n),
-                                   std::vector<int32_t>(offsets, offsets + n), l, sd);
+                                   std::vector<int32_t>(offsets, offsets + n),
+                                   std::vector<int32_t>(lens, lens + n), sd);
     for (int j = 0; j < 3; ++j) {
       if (res[j].ctx) *static_cast<mx::array*>(res[j].ctx) = std::move(outs[size_t(j)]);
       else res[j].ctx = new mx::array(std::move(outs[size_t(j)]));

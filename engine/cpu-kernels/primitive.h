@@ -202,7 +202,8 @@ typedef struct afm_layer_config_ {
 
 namespace afm {
 
-// One pre-norm decoder layer over n items of l new tokens each (layer.h):
+// One pre-norm decoder layer over n items of lens[i] new tokens each, end
+// to end in h (layer.h):
 // returns {h_out, keys_out, values_out}, the keys and values being the
 // store with this step's rows written (the input store's buffer itself when
 // nothing else holds it, else a copy). inputs: h [..., rows, dim], keys,
@@ -213,14 +214,15 @@ namespace afm {
 // ffn_out_norm (has_ffn_out_norm). CPU streams only; throws
 // std::invalid_argument on bad shapes or positions.
 std::vector<mx::array> decoder_layer(const std::vector<mx::array>& inputs, const afm_layer_config& cfg,
-                                     std::vector<int32_t> slots, std::vector<int32_t> offsets, int l,
-                                     mx::StreamOrDevice s = {});
+                                     std::vector<int32_t> slots, std::vector<int32_t> offsets,
+                                     std::vector<int32_t> lens, mx::StreamOrDevice s = {});
 
 class DecoderLayer : public mx::Primitive {
  public:
   DecoderLayer(mx::Stream stream, const afm_layer_config& cfg, std::vector<int32_t> slots,
-               std::vector<int32_t> offsets, int l)
-      : mx::Primitive(stream), cfg_(cfg), slots_(std::move(slots)), offsets_(std::move(offsets)), l_(l) {}
+               std::vector<int32_t> offsets, std::vector<int32_t> lens)
+      : mx::Primitive(stream), cfg_(cfg), slots_(std::move(slots)), offsets_(std::move(offsets)),
+        lens_(std::move(lens)) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
@@ -239,7 +241,7 @@ class DecoderLayer : public mx::Primitive {
   afm_layer_config cfg_;
   std::vector<int32_t> slots_;
   std::vector<int32_t> offsets_;
-  int l_;
+  std::vector<int32_t> lens_;
 };
 
 } // namespace afm
@@ -310,8 +312,8 @@ int afm_gated_activation(afm_mlx_array* res, afm_mlx_array gate, afm_mlx_array u
 
 // afm::decoder_layer over mlx-c handles: `inputs` holds n_inputs handles in
 // the order decoder_layer takes; `res` three result handles (h, keys,
-// values), each by mlx-c's output convention; `slots` and `offsets` n values
-// each (copied). Same error conventions as afm_affine_qmm.
+// values), each by mlx-c's output convention; `slots`, `offsets` and `lens`
+// n values each (copied). Same error conventions as afm_affine_qmm.
 int afm_decoder_layer(
     afm_mlx_array* res,
     const afm_mlx_array* inputs,
@@ -319,8 +321,8 @@ int afm_decoder_layer(
     const afm_layer_config* cfg,
     const int32_t* slots,
     const int32_t* offsets,
+    const int32_t* lens,
     int n,
-    int l,
     afm_mlx_stream s);
 
 // The message of this thread's last failed call ("" if none).

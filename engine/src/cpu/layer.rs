@@ -12,8 +12,9 @@
 //! Each row is computed from its own input row and its own KV slot in a
 //! fixed order, so the layer is batch-invariant by construction (with
 //! `blas_min_rows` 0). It rides on the quantized matmul's build and checks
-//! ([`qmm::path`](super::qmm::path)); `AFM_LAYER=off` turns it off alone,
-//! and the engine then builds the layer from MLX ops, as on Metal.
+//! ([`qmm::path`](super::qmm::path)) and needs afm's attention and gated
+//! activation; `AFM_LAYER=off` turns it off alone, and the engine then
+//! builds the layer from MLX ops, as on Metal.
 
 use std::sync::OnceLock;
 
@@ -25,9 +26,22 @@ use crate::error::Result;
 
 /// Whether decoder layers take the primitive in this process (decided
 /// once).
+/// The layer runs afm's attention and gated activation inside it, so it is
+/// off wherever either of those is (`AFM_ATTENTION=off` then means MLX's
+/// attention everywhere, as on Metal).
 pub fn path() -> &'static Path {
     static PATH: OnceLock<Path> = OnceLock::new();
-    PATH.get_or_init(|| super::switched_path("AFM_LAYER"))
+    PATH.get_or_init(|| {
+        for (part, p) in [
+            ("attention", super::attention::path()),
+            ("gated activation", super::glu::path()),
+        ] {
+            if let Path::Unavailable(why) = p {
+                return Path::Unavailable(format!("{part}: {why}"));
+            }
+        }
+        super::switched_path("AFM_LAYER")
+    })
 }
 
 /// What the start-up log says of [`path`].
@@ -70,16 +84,17 @@ pub struct Config {
     pub act: Act,
 }
 
-/// The rows of one call: `slots.len()` items of `l` new tokens each; item
-/// `i` sits in KV slot `slots[i]`, its first new token at `offsets[i]`.
+/// The rows of one call: item `i`'s `lens[i]` new tokens, end to end after
+/// the previous item's; it sits in KV slot `slots[i]`, its first new token
+/// at `offsets[i]`. Any mix of decoding items and prefill chunks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rows {
     pub slots: Vec<i32>,
     pub offsets: Vec<i32>,
-    pub l: usize,
+    pub lens: Vec<i32>,
 }
 
-/// The layer over `h` (`[..., n * l, dim]`), lazily: `(h_out, keys,
+/// The layer over `h` (`[..., rows, dim]`), lazily: `(h_out, keys,
 /// values)`, the store with this call's keys and values written (in place
 /// when the caller holds no other reference to it). `inputs` after `h`,
 /// `keys`, `values`: the attention norm, q/k/v packed weight, scales,
@@ -137,8 +152,8 @@ mod ffi {
             cfg: *const LayerConfig,
             slots: *const i32,
             offsets: *const i32,
+            lens: *const i32,
             n: c_int,
-            l: c_int,
             s: mlx_stream,
         ) -> c_int;
         fn afm_qmm_last_error() -> *const c_char;
@@ -150,9 +165,10 @@ mod ffi {
         rows: &Rows,
         blas_min_rows: i32,
     ) -> Result<(Array, Array, Array)> {
-        if rows.slots.len() != rows.offsets.len() {
+        let n = rows.slots.len();
+        if rows.offsets.len() != n || rows.lens.len() != n {
             return Err(EngineError::Internal(
-                "decoder layer: one offset per slot".into(),
+                "decoder layer: one offset and one length per slot".into(),
             ));
         }
         let cfg = LayerConfig {
@@ -178,7 +194,8 @@ mod ffi {
         };
         let handles: Vec<mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
         // SAFETY: the handles come from live mlx-rs Arrays that outlive the
-        // call; `slots` and `offsets` hold `n` values each and are copied.
+        // call; `slots`, `offsets` and `lens` hold `n` values each and are
+        // copied.
         // `res` starts as three empty handles; on success each holds a new
         // array that `Array::from_ptr` takes ownership of, on failure they
         // are freed. The error text lives until this thread's next call.
@@ -198,8 +215,8 @@ mod ffi {
                 &cfg,
                 rows.slots.as_ptr(),
                 rows.offsets.as_ptr(),
-                rows.slots.len() as c_int,
-                rows.l as c_int,
+                rows.lens.as_ptr(),
+                n as c_int,
                 stream,
             );
             if status != 0 {
@@ -231,5 +248,320 @@ mod ffi {
         Err(EngineError::Unsupported(
             "afm's CPU decoder layer on macOS".into(),
         ))
+    }
+}
+
+#[cfg(all(test, not(target_os = "macos")))]
+mod tests {
+    use super::*;
+    use crate::cpu::test_support::max_diff;
+    use crate::cpu::{attention, glu, qmm};
+    use mlx_rs::fast::{rms_norm, rope};
+    use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
+    use mlx_rs::ops::{concatenate, quantize};
+    use rand_core::{RngCore, SeedableRng};
+
+    const DIM: i32 = 64;
+    const HEADS: usize = 4;
+    const KV_HEADS: usize = 2;
+    const D: usize = 16;
+    const HIDDEN: i32 = 96;
+    const SLOTS: i32 = 4;
+    const CAP: i32 = 16;
+    const EPS: f32 = 1e-5;
+
+    fn uniform(shape: &[i32], half: f32, seed: u64) -> Array {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let n: i32 = shape.iter().product();
+        let v: Vec<f32> = (0..n)
+            .map(|_| half * ((rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0))
+            .collect();
+        Array::from_slice(&v, shape)
+    }
+
+    /// A random layer: its packed products (with their formats), its norms
+    /// and its config.
+    struct Layer {
+        products: [(Array, Array, Array); 4],
+        norms: Vec<Array>,
+        config: Config,
+    }
+
+    impl Layer {
+        /// `gemma`: q/k norms, output norms, GELU and a window of 4;
+        /// otherwise llama's plain form.
+        fn new(gemma: bool) -> Layer {
+            let q_w = (HEADS * D) as i32;
+            let qkv_n = ((HEADS + 2 * KV_HEADS) * D) as i32;
+            let shapes = [(qkv_n, DIM), (DIM, q_w), (2 * HIDDEN, DIM), (DIM, HIDDEN)];
+            let formats = [(4, 32), (8, 32), (4, 32), (8, 32)]
+                .map(|(bits, group_size)| Format { bits, group_size });
+            let products = std::array::from_fn(|j| {
+                let (n, k) = shapes[j];
+                let f = formats[j];
+                quantize(uniform(&[n, k], 0.2, 10 + j as u64), f.group_size, f.bits).unwrap()
+            });
+            let norm = |n: i32, seed| uniform(&[n], 0.5, seed).add(Array::from_f32(1.0)).unwrap();
+            let mut norms = vec![norm(DIM, 20), norm(DIM, 21)];
+            if gemma {
+                norms.extend([
+                    norm(D as i32, 22),
+                    norm(D as i32, 23),
+                    norm(DIM, 24),
+                    norm(DIM, 25),
+                ]);
+            }
+            let config = Config {
+                heads: HEADS,
+                kv_heads: KV_HEADS,
+                head_dim: D,
+                formats,
+                eps: EPS,
+                qk_norm: gemma.then_some(1e-6),
+                attn_out_norm: gemma,
+                ffn_out_norm: gemma,
+                rope_base: 10_000.0,
+                rope_traditional: false,
+                scale: (D as f32).powf(-0.5),
+                window: gemma.then_some(4),
+                act: if gemma { Act::GeluTanh } else { Act::Silu },
+            };
+            Layer {
+                products,
+                norms,
+                config,
+            }
+        }
+
+        /// The primitive over `h` and the store, which it takes (so the op
+        /// holds the store's only reference unless the caller kept a clone).
+        fn run(&self, h: &Array, keys: Array, values: Array, rows: &Rows) -> (Array, Array, Array) {
+            let mut inputs: Vec<&Array> = vec![h, &keys, &values, &self.norms[0]];
+            for (j, (w, s, b)) in self.products.iter().enumerate() {
+                if j == 2 {
+                    inputs.push(&self.norms[1]);
+                }
+                inputs.extend([w, s, b]);
+            }
+            inputs.extend(self.norms[2..].iter());
+            let out = decoder_layer(&inputs, &self.config, rows, 0).unwrap();
+            drop(inputs);
+            drop((keys, values));
+            mlx_rs::transforms::eval([&out.0, &out.1, &out.2]).unwrap();
+            out
+        }
+
+        fn product(&self, j: usize, x: &Array) -> Array {
+            let (w, s, b) = &self.products[j];
+            let f = self.config.formats[j];
+            qmm::affine_qmm(x, w, s, b, f.group_size, f.bits, true).unwrap()
+        }
+
+        /// The same layer from MLX ops and afm's single-step primitives, one
+        /// item of `l` rows (`h`: `[l, DIM]`) at `offset` in `slot`; the
+        /// store is updated as the primitive would.
+        fn reference(
+            &self,
+            h: &Array,
+            store: &mut (Array, Array),
+            slot: i32,
+            offset: i32,
+        ) -> Array {
+            let c = &self.config;
+            let l = h.dim(0);
+            let (hd, d) = ((HEADS * D) as i32, D as i32);
+            let x = rms_norm(h, Some(&self.norms[0]), EPS).unwrap();
+            let qkv = self.product(0, &x);
+            let heads = |from: i32, n: usize| {
+                qkv.index((.., from..from + n as i32 * d))
+                    .reshape(&[1, l, n as i32, d])
+                    .unwrap()
+                    .transpose_axes(&[0, 2, 1, 3])
+                    .unwrap()
+            };
+            let (mut q, mut k) = (heads(0, HEADS), heads(hd, KV_HEADS));
+            let v = heads(hd + KV_HEADS as i32 * d, KV_HEADS);
+            if let Some(eps) = c.qk_norm {
+                q = rms_norm(&q, Some(&self.norms[2]), eps).unwrap();
+                k = rms_norm(&k, Some(&self.norms[3]), eps).unwrap();
+            }
+            let rotate = |a: &Array| {
+                rope(a, d, false, Some(c.rope_base), 1.0, offset, None::<&Array>).unwrap()
+            };
+            let (q, k) = (rotate(&q), rotate(&k));
+            let at = || (slot..slot + 1, .., offset..offset + l, ..);
+            store.0.try_index_mut(at(), &k).unwrap();
+            store.1.try_index_mut(at(), &v).unwrap();
+            let o = attention::attend(
+                &q,
+                &store.0,
+                &store.1,
+                &[slot],
+                &[offset],
+                c.window,
+                c.scale,
+            )
+            .unwrap()
+            .reshape(&[l, hd])
+            .unwrap();
+            let mut o = self.product(1, &o);
+            if c.attn_out_norm {
+                o = rms_norm(&o, Some(&self.norms[4]), EPS).unwrap();
+            }
+            let h = h.add(&o).unwrap();
+            let gu = self.product(2, &rms_norm(&h, Some(&self.norms[1]), EPS).unwrap());
+            let (gate, up) = (gu.index((.., ..HIDDEN)), gu.index((.., HIDDEN..)));
+            let mut down = self.product(3, &glu::gated(&gate, &up, c.act).unwrap());
+            if c.ffn_out_norm {
+                down = rms_norm(&down, Some(&self.norms[5]), EPS).unwrap();
+            }
+            h.add(&down).unwrap()
+        }
+    }
+
+    /// A store with earlier positions filled (so attention reads them).
+    fn store() -> (Array, Array) {
+        let shape = [SLOTS, KV_HEADS as i32, CAP, D as i32];
+        (uniform(&shape, 1.0, 30), uniform(&shape, 1.0, 31))
+    }
+
+    /// A decode group of three (slots out of order), a prefill chunk of
+    /// five, and a pass mixing the two, both layer forms (llama's; Gemma's norms, GELU and window),
+    /// against the layer built from MLX ops: the hidden rows and the store
+    /// agree to f32 rounding.
+    #[test]
+    fn matches_the_layer_built_from_mlx_ops() {
+        assert!(path().is_primitive(), "{}", path());
+        for gemma in [false, true] {
+            let layer = Layer::new(gemma);
+            let cases = [
+                Rows {
+                    slots: vec![2, 0, 3],
+                    offsets: vec![5, 1, 9],
+                    lens: vec![1, 1, 1],
+                },
+                Rows {
+                    slots: vec![1],
+                    offsets: vec![3],
+                    lens: vec![5],
+                },
+                // A mixed pass: decoding rows around a chunk.
+                Rows {
+                    slots: vec![2, 1, 0],
+                    offsets: vec![5, 3, 1],
+                    lens: vec![1, 5, 1],
+                },
+            ];
+            for rows in cases {
+                let n: i32 = rows.lens.iter().sum();
+                let h = uniform(&[1, n, DIM], 1.0, 40);
+                let (keys, values) = store();
+                let (got, got_k, got_v) = layer.run(&h, keys, values, &rows);
+                let mut want_store = store();
+                let (mut want, mut r) = (Vec::new(), 0);
+                for (i, (&slot, &offset)) in rows.slots.iter().zip(&rows.offsets).enumerate() {
+                    let hi = h.index((0, r..r + rows.lens[i], ..));
+                    want.push(layer.reference(&hi, &mut want_store, slot, offset));
+                    r += rows.lens[i];
+                }
+                let want = concatenate(&want, 0)
+                    .unwrap()
+                    .reshape(&[1, n, DIM])
+                    .unwrap();
+                let scale = want.abs().unwrap().max(None).unwrap().item_exact::<f32>();
+                let what = format!("gemma {gemma}, {rows:?}");
+                let d = max_diff(&got, &want);
+                assert!(d <= 1e-5 * scale, "{what}: hidden rows differ by {d}");
+                assert!(max_diff(&got_k, &want_store.0) <= 1e-5, "{what}: keys");
+                assert_eq!(max_diff(&got_v, &want_store.1), 0.0, "{what}: values");
+            }
+        }
+    }
+
+    /// Each row of a decode group is bit for bit what it gives alone, its
+    /// keys and values too: no row reads a batch neighbour.
+    #[test]
+    fn a_row_is_what_it_gives_alone() {
+        for gemma in [false, true] {
+            let layer = Layer::new(gemma);
+            let rows = Rows {
+                slots: vec![2, 0, 3],
+                offsets: vec![5, 1, 9],
+                lens: vec![1, 1, 1],
+            };
+            let h = uniform(&[1, 3, DIM], 1.0, 41);
+            let (keys, values) = store();
+            let (all, all_k, all_v) = layer.run(&h, keys, values, &rows);
+            for i in 0..3 {
+                let alone = Rows {
+                    slots: vec![rows.slots[i]],
+                    offsets: vec![rows.offsets[i]],
+                    lens: vec![1],
+                };
+                let (keys, values) = store();
+                let row = |a: &Array| a.index((.., i as i32..i as i32 + 1, ..));
+                let (one, one_k, one_v) = layer.run(&row(&h), keys, values, &alone);
+                let what = format!("gemma {gemma}, row {i}");
+                assert_eq!(max_diff(&row(&all), &one), 0.0, "{what}: hidden row");
+                let s = rows.slots[i];
+                let slot = |a: &Array| a.index(s..s + 1);
+                assert_eq!(max_diff(&slot(&all_k), &slot(&one_k)), 0.0, "{what}: keys");
+                assert_eq!(
+                    max_diff(&slot(&all_v), &slot(&one_v)),
+                    0.0,
+                    "{what}: values"
+                );
+            }
+        }
+    }
+
+    /// The store is written where it lies when nothing else holds it, and
+    /// copied first when something does (that holder keeps what it saw);
+    /// a store still to be computed is computed first, whichever output is
+    /// evaluated.
+    #[test]
+    fn the_store_is_updated_in_place_only_when_no_one_else_holds_it() {
+        let layer = Layer::new(false);
+        let rows = Rows {
+            slots: vec![1],
+            offsets: vec![2],
+            lens: vec![1],
+        };
+        let h = uniform(&[1, 1, DIM], 1.0, 42);
+        let (keys, values) = store();
+        let before = keys.as_slice::<f32>().as_ptr();
+        let (_, new_keys, _) = layer.run(&h, keys, values, &rows);
+        assert_eq!(new_keys.as_slice::<f32>().as_ptr(), before, "not in place");
+
+        // A holder (a prefix snapshot, say) keeps the store: it is copied.
+        let (keys, values) = store();
+        let held = keys.clone();
+        let (_, new_keys, _) = layer.run(&h, keys, values, &rows);
+        assert_ne!(
+            new_keys.as_slice::<f32>().as_ptr(),
+            held.as_slice::<f32>().as_ptr()
+        );
+        assert_eq!(max_diff(&held, &store().0), 0.0, "the held store changed");
+        assert!(max_diff(&new_keys, &held) > 0.0, "the new row is missing");
+
+        // A store not yet computed (just grown, or a prefix just restored),
+        // evaluated through the keys alone: it is still computed first.
+        let (keys, values) = store();
+        let lazy = |a: &Array| a.multiply(Array::from_f32(1.0)).unwrap();
+        let mut inputs: Vec<&Array> = vec![&h];
+        let (lazy_k, lazy_v) = (lazy(&keys), lazy(&values));
+        inputs.extend([&lazy_k, &lazy_v, &layer.norms[0]]);
+        for (j, (w, s, b)) in layer.products.iter().enumerate() {
+            if j == 2 {
+                inputs.push(&layer.norms[1]);
+            }
+            inputs.extend([w, s, b]);
+        }
+        let (_, got_k, _) = decoder_layer(&inputs, &layer.config, &rows, 0).unwrap();
+        drop(inputs);
+        drop((lazy_k, lazy_v));
+        got_k.eval().unwrap();
+        let (_, want_k, _) = layer.run(&h, keys, values, &rows);
+        assert_eq!(max_diff(&got_k, &want_k), 0.0, "a lazy store");
     }
 }

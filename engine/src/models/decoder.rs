@@ -202,8 +202,8 @@ impl CausalLm for Decoder {
         let mut h = self.embed.lookup(&ctx.token_ids())?;
         let rows = ctx.layer_rows();
         for layer in &self.layers {
-            if let (Some(fused), Some(rows)) = (&layer.fused, &rows) {
-                h = fused.forward(&mut ctx, layer.kind_index, &h, rows)?;
+            if let Some(fused) = &layer.fused {
+                h = fused.forward(&mut ctx, layer.kind_index, &h, &rows)?;
                 continue;
             }
             let x = rms_norm(&h, Some(&layer.input_norm), eps)?;

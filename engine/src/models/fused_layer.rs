@@ -4,7 +4,9 @@
 //! stays the route for everything else: Metal, `AFM_LAYER=off`, layers it
 //! does not take (output-gated, KV-sharing, partial or explicit-frequency
 //! RoPE, value norms, dense or unsupported weights, routed experts,
-//! recurrent mixers) and passes that mix prefill chunks with decoding rows.
+//! recurrent mixers). A layer that takes it does so in every pass (decoding
+//! rows, prefill chunks or both), so a row's arithmetic never depends on
+//! what else shares its pass.
 
 use mlx_rs::Array;
 

@@ -227,8 +227,8 @@ impl CausalLm for Gemma3 {
             .multiply(&self.embed_scale)?;
         let rows = ctx.layer_rows();
         for (i, l) in self.layers.iter().enumerate() {
-            if let (Some(fused), Some(rows)) = (&l.fused, &rows) {
-                h = fused.forward(&mut ctx, i, &h, rows)?;
+            if let Some(fused) = &l.fused {
+                h = fused.forward(&mut ctx, i, &h, &rows)?;
                 continue;
             }
             let a = l

@@ -166,23 +166,17 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
     }
 
     /// This pass's rows as a whole-layer primitive takes them
-    /// ([`cpu::layer`]): every item decoding one token, or one item's
-    /// chunk. `None` for a pass that mixes the two, whose layers are built
-    /// from ops.
-    pub fn layer_rows(&self) -> Option<cpu::layer::Rows> {
-        let decoding = self.items.iter().all(|i| i.tokens.len() == 1);
-        if !decoding && self.items.len() != 1 {
-            return None;
-        }
-        Some(cpu::layer::Rows {
+    /// ([`cpu::layer`]): every item, decoding or prefilling, in item order.
+    pub fn layer_rows(&self) -> cpu::layer::Rows {
+        cpu::layer::Rows {
             slots: self.items.iter().map(|i| i.slot as i32).collect(),
             offsets: self
                 .items
                 .iter()
                 .map(|i| self.kv.offset(i.slot) as i32)
                 .collect(),
-            l: self.items.first().map_or(1, |i| i.tokens.len()),
-        })
+            lens: self.items.iter().map(|i| i.tokens.len() as i32).collect(),
+        }
     }
 
     /// Runs attention layer `layer` as one op that also writes its keys and
