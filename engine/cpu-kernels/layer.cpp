@@ -24,15 +24,24 @@ void rms_norm_row(const float* x, const float* w, int64_t width, float eps, floa
   for (int64_t i = 0; i < width; ++i) y[i] = (x[i] * r) * w[i];
 }
 
-// RoPE over one head of `d` features at position `pos`: rotate-half (the
-// first half against the second) or interleaved pairs, as mlx's fallback:
-// inv_freq_j = exp(-j · log(base) / (d/2)), theta = pos · inv_freq_j.
-void rope_head(float* x, int64_t d, float pos, float base, bool traditional) {
-  const int64_t half = d / 2;
-  const float step = std::log(base) / float(half);
+// RoPE's angles as mlx's fallback computes them: inv_freq_j = exp(-j ·
+// log(base) / (d/2)), theta = pos · inv_freq_j, in f32. One row's cosines
+// and sines serve all its heads (computing them per head cost a tenth of a
+// prefill in exp, cos and sin).
+void rope_angles(const float* inv_freq, int64_t half, float pos, float* cos_out, float* sin_out) {
   for (int64_t j = 0; j < half; ++j) {
-    const float theta = pos * std::exp(float(-j) * step);
-    const float c = std::cos(theta), s = std::sin(theta);
+    const float theta = pos * inv_freq[j];
+    cos_out[j] = std::cos(theta);
+    sin_out[j] = std::sin(theta);
+  }
+}
+
+// RoPE over one head of `d` features: rotate-half (the first half against
+// the second) or interleaved pairs.
+void rope_head(float* x, int64_t d, const float* cos_j, const float* sin_j, bool traditional) {
+  const int64_t half = d / 2;
+  for (int64_t j = 0; j < half; ++j) {
+    const float c = cos_j[j], s = sin_j[j];
     float* a = traditional ? x + 2 * j : x + j;
     float* b = traditional ? x + 2 * j + 1 : x + j + half;
     const float x1 = *a, x2 = *b;
@@ -43,7 +52,7 @@ void rope_head(float* x, int64_t d, float pos, float base, bool traditional) {
 
 // Scratch of the calling (stream) thread, grown once and reused.
 struct Scratch {
-  std::vector<float> normed, qkv, attn, proj, gate_up, act;
+  std::vector<float> normed, qkv, attn, proj, gate_up, act, inv_freq, cos, sin;
 };
 
 Scratch& scratch() {
@@ -106,15 +115,22 @@ void run(const Problem& p) {
     rms_norm_row(p.h + r * p.dim, p.attn_norm, p.dim, p.eps, s.normed.data() + r * p.dim);
   product(s.normed.data(), rows, p.qkv, s.qkv.data(), p.blas_min_rows);
   const int64_t head_stride = p.capacity * d, slot_stride = p.kv_heads * head_stride;
+  const int64_t half = d / 2;
+  s.inv_freq.resize(size_t(half));
+  s.cos.resize(size_t(half));
+  s.sin.resize(size_t(half));
+  const float step = std::log(p.rope_base) / float(half);
+  for (int64_t j = 0; j < half; ++j) s.inv_freq[size_t(j)] = std::exp(float(-j) * step);
   for (int64_t i = 0, r = 0; i < p.n; ++i)
     for (int64_t t = 0; t < p.lens[i]; ++t, ++r) {
       const int64_t pos = int64_t(p.offsets[i]) + t;
       float* row = s.qkv.data() + r * qkv_w;
+      rope_angles(s.inv_freq.data(), half, float(pos), s.cos.data(), s.sin.data());
       // q heads then k heads: normed per head, then rotated.
       for (int64_t hh = 0; hh < p.heads + p.kv_heads; ++hh) {
         float* x = row + hh * d;
         if (p.q_norm) rms_norm_row(x, hh < p.heads ? p.q_norm : p.k_norm, d, p.qk_eps, x);
-        rope_head(x, d, float(pos), p.rope_base, p.rope_traditional);
+        rope_head(x, d, s.cos.data(), s.sin.data(), p.rope_traditional);
       }
       const float* k = row + qw;
       const float* v = row + qw + kvw;

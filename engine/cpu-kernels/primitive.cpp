@@ -3,10 +3,12 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 
 #include "mlx/allocator.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/ops.h"
+#include "mlx/transforms.h"
 #include "mlx/version.h"
 #include "attention.h"
 #include "glu.h"
@@ -483,12 +485,13 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
   // Only h_out keeps the store among its inputs; the other two keep the
   // rest (so evaluating one of them alone still schedules h and the
   // weights), and eval_cpu reads the inputs from h_out. That is only sound
-  // for a store already computed or scheduled: an evaluation reaching the
-  // op through a trimmed output would not schedule a lazy store (one just
-  // grown, or a prefix just restored into it). Such a store keeps all its
-  // references and is copied once.
+  // for a store already computed or scheduled (an evaluation reaching the
+  // op through a trimmed output would not schedule it), so a store still to
+  // be computed (just grown, or a prefix just restored into it) is
+  // evaluated here, once for the pass: keeping its three references
+  // instead would copy the whole store in every layer of that pass.
   const auto pending = [](const mx::array& a) { return a.status() == mx::array::Status::unscheduled; };
-  if (pending(inputs[kKeys]) || pending(inputs[kValues])) return outs;
+  if (pending(inputs[kKeys]) || pending(inputs[kValues])) mx::eval({inputs[kKeys], inputs[kValues]});
   for (int j = 1; j < 3; ++j) {
     auto& ins = outs[size_t(j)].inputs();
     ins.erase(ins.begin() + kKeys, ins.begin() + kValues + 1);
@@ -720,6 +723,26 @@ extern "C" int afm_decoder_layer(
   } catch (const std::exception& e) {
     return fail(e.what());
   }
+}
+
+extern "C" long afm_graph_ops(afm_mlx_array a, const char* name) {
+  if (!a.ctx) return -1;
+  std::unordered_set<std::uintptr_t> seen;
+  std::vector<mx::array> stack{*static_cast<mx::array*>(a.ctx)};
+  long ops = 0;
+  while (!stack.empty()) {
+    mx::array x = std::move(stack.back());
+    stack.pop_back();
+    if (!x.has_primitive() || x.status() != mx::array::Status::unscheduled) continue;
+    if (!seen.insert(x.id()).second) continue;
+    for (auto& s : x.siblings()) seen.insert(s.id());
+    if (!name || std::strcmp(x.primitive().name(), name) == 0) ++ops;
+    for (auto& in : x.inputs()) stack.push_back(in);
+    // A trimmed output's store input lives on its first sibling.
+    for (auto& s : x.siblings())
+      for (auto& in : s.inputs()) stack.push_back(in);
+  }
+  return ops;
 }
 
 extern "C" const char* afm_qmm_last_error(void) {

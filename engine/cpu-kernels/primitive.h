@@ -325,6 +325,12 @@ int afm_decoder_layer(
     int n,
     afm_mlx_stream s);
 
+// The operations an evaluation of `a` would run: the distinct primitives of
+// its graph not yet computed (the outputs of a multi-output op counted
+// once), only those whose name() is `name` unless it is NULL. What a step
+// costs in MLX dispatches; -1 for an empty handle.
+long afm_graph_ops(afm_mlx_array a, const char* name);
+
 // The message of this thread's last failed call ("" if none).
 const char* afm_qmm_last_error(void);
 

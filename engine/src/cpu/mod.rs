@@ -53,6 +53,38 @@ fn build_op(
     }
 }
 
+/// The MLX operations evaluating `a` would run (its graph's primitives not
+/// yet computed; a multi-output op once), only those of primitive `name`
+/// (MLX's `Primitive::name`, e.g. `AfmDecoderLayer`) when given: what a
+/// step pays in dispatches to MLX's stream thread. `None` where the CPU
+/// primitives are not built.
+pub fn graph_ops(a: &mlx_rs::Array, name: Option<&str>) -> Option<usize> {
+    #[cfg(not(target_os = "macos"))]
+    {
+        extern "C" {
+            fn afm_graph_ops(
+                a: mlx_sys::mlx_array,
+                name: *const std::ffi::c_char,
+            ) -> std::ffi::c_long;
+        }
+        let name = name.map(|n| std::ffi::CString::new(n).expect("no NUL in a name"));
+        // SAFETY: the handle comes from a live Array and the name is
+        // NUL-terminated (or NULL); the C side only reads the graph.
+        let n = unsafe {
+            afm_graph_ops(
+                a.as_ptr(),
+                name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()),
+            )
+        };
+        usize::try_from(n).ok()
+    }
+    #[cfg(target_os = "macos")]
+    {
+        let _ = (a, name);
+        None
+    }
+}
+
 #[cfg(all(test, not(target_os = "macos")))]
 mod test_support {
     use mlx_rs::Array;

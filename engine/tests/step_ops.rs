@@ -1,0 +1,58 @@
+//! What one decode step of each bundled model costs in MLX operations, each
+//! a dispatch to MLX's stream thread and usually a thread wake: with afm's
+//! whole-layer CPU primitive every layer is ONE op, and what remains is
+//! around the layers (the packed embedding row's lookup, the final norm,
+//! the LM head). Run with `--nocapture` to read the counts; `AFM_LAYER=off`
+//! gives the op-graph form's.
+
+use afm_engine::models::{BatchItem, CausalLm, KvStore};
+use afm_engine::LoadedModel;
+
+/// The graph of one decode step after a short prompt: (all its ops, its
+/// decoder-layer ops).
+fn decode_step_ops(model: &LoadedModel) -> (usize, usize) {
+    let m = model.model.as_ref();
+    let mut kv = KvStore::new(m.kv_layout());
+    let slot = kv.open(None).unwrap();
+    let prompt = model
+        .tokenizer
+        .encode("Write a haiku about the sea.")
+        .unwrap();
+    let item = |tokens| BatchItem {
+        tokens,
+        slot,
+        sample: true,
+    };
+    let logits = m.forward_batch(&mut kv, &[item(&prompt)]).unwrap();
+    logits.eval().unwrap();
+    let logits = m.forward_batch(&mut kv, &[item(&[prompt[0]])]).unwrap();
+    let count = |name| afm_engine::cpu::graph_ops(&logits, name).expect("counted here");
+    let ops = (count(None), count(Some("AfmDecoderLayer")));
+    logits.eval().unwrap();
+    ops
+}
+
+#[test]
+fn a_decode_step_is_one_op_per_layer() {
+    let layered = afm_engine::cpu::layer::path().is_primitive();
+    for name in ["smollm2", "gemma3-270m"] {
+        let model = LoadedModel::load(name).expect("run scripts/setup.sh first");
+        let layers = model.model.config().num_layers;
+        let (ops, layer_ops) = decode_step_ops(&model);
+        eprintln!(
+            "{name}: {ops} MLX ops per decode step, {layer_ops} of them whole layers, \
+             {layers} layers ({})",
+            afm_engine::cpu::layer::describe()
+        );
+        if layered {
+            assert_eq!(layer_ops, layers, "{name}: a layer is not one op");
+            // Around the layers: the embedding row (a gather and MLX's
+            // dequantize), the final norm, the LM head; nothing per layer.
+            assert!(
+                ops - layer_ops < 64,
+                "{name}: {} ops outside the layers",
+                ops - layer_ops
+            );
+        }
+    }
+}
