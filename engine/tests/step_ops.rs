@@ -5,7 +5,7 @@
 //! the LM head). Run with `--nocapture` to read the counts; `AFM_LAYER=off`
 //! gives the op-graph form's.
 
-use afm_engine::models::{BatchItem, CausalLm, KvStore};
+use afm_engine::models::{BatchItem, KvStore};
 use afm_engine::LoadedModel;
 
 /// The graph of one decode step after a short prompt: (all its ops, its
