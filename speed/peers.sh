@@ -83,9 +83,16 @@ LD_LIBRARY_PATH="$(dirname "$LLAMA_SERVER")" run llama-server 8080 - "$LLAMA_SER
 echo "ISA on this machine:"
 [ ! -f "$OUT/afm-serve.log" ] ||
     echo "  afm-serve: $(grep -m1 -o 'quantized matmul on the CPU: .*' "$OUT/afm-serve.log" || echo '?')"
+# llama.cpp's server no longer logs its system_info line at the default
+# verbosity: then the ISA options its build was configured with.
+llama_isa() {
+    grep -m1 -o 'CPU : .*' "$OUT/llama-server.log" || grep -m1 'system_info' "$OUT/llama-server.log" ||
+        sed -n 's/^GGML_\([A-Z0-9_]*\):BOOL=ON$/\1/p' \
+            "$(dirname "$(dirname "$LLAMA_SERVER")")/CMakeCache.txt" 2>/dev/null | grep -E '^(SSE|AVX|FMA|F16C|BMI|AMX)' |
+        tr '\n' ' ' || echo '?'
+}
 [ ! -f "$OUT/llama-server.log" ] ||
-    echo "  llama-server ($(basename "$(dirname "$(dirname "$(dirname "$LLAMA_SERVER")")")")):" \
-        "$(grep -m1 -o 'CPU : .*' "$OUT/llama-server.log" || grep -m1 'system_info' "$OUT/llama-server.log" || echo '?')"
+    echo "  llama-server ($(basename "$(dirname "$(dirname "$(dirname "$LLAMA_SERVER")")")")): built for $(llama_isa)"
 [ ! -f "$OUT/mlx-lm.log" ] ||
     echo "  mlx-lm: MLX's CPU backend, OpenBLAS core ${OPENBLAS_CORETYPE:-as detected}"
 for peer in mlx-lm llama-server; do
