@@ -5,8 +5,9 @@
 use mlx_rs::Array;
 
 use super::forward::ForwardContext;
-use super::gated_mlp::GatedMlp;
+use crate::cpu::glu::Act;
 use crate::error::Result;
+use crate::layers::{FusedLinear, Linear};
 
 /// A layer's feed-forward block.
 pub trait FeedForward {
@@ -22,9 +23,17 @@ pub trait FeedForward {
         true
     }
 
-    /// The block as a plain gated MLP, which a whole-layer primitive can
-    /// run (`models::fused_layer`); `None` for any other block.
-    fn gated_mlp(&self) -> Option<&GatedMlp> {
+    /// The block's parts when it is a plain gated MLP, which a whole-layer
+    /// primitive can run (`models::fused_layer`); `None` for any other.
+    fn gated_parts(&self) -> Option<GatedParts<'_>> {
         None
     }
+}
+
+/// A gated MLP as a whole-layer primitive takes it: `down(act(gate(x)) *
+/// up(x))` with gate and up as one product.
+pub struct GatedParts<'a> {
+    pub gate_up: &'a FusedLinear,
+    pub down: &'a Linear,
+    pub act: Act,
 }

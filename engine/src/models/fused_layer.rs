@@ -12,7 +12,6 @@ use mlx_rs::Array;
 
 use super::feed_forward::FeedForward;
 use super::forward::ForwardContext;
-use super::gated_mlp::Activation;
 use super::self_attention::SelfAttention;
 use crate::cpu;
 use crate::cpu::layer::{Config, Format, Rows};
@@ -57,8 +56,13 @@ impl FusedLayer {
             return None;
         }
         let (qkv, o) = attention.projections();
-        let (gate_up, down, activation) = ffn.gated_mlp()?.parts();
-        let packed = [one(qkv)?, o.packed()?, one(gate_up)?, down.packed()?];
+        let mlp = ffn.gated_parts()?;
+        let packed = [
+            one(qkv)?,
+            o.packed()?,
+            one(mlp.gate_up)?,
+            mlp.down.packed()?,
+        ];
         let mut weights = vec![norms.attn.clone()];
         for (i, q) in packed.iter().enumerate() {
             if i == 2 {
@@ -89,10 +93,7 @@ impl FusedLayer {
             rope_traditional: spec.rope_traditional,
             scale: spec.scale,
             window: spec.window,
-            act: match activation {
-                Activation::Silu => cpu::glu::Act::Silu,
-                Activation::GeluTanh => cpu::glu::Act::GeluTanh,
-            },
+            act: mlp.act,
         };
         Some(FusedLayer { weights, config })
     }

@@ -4,7 +4,7 @@
 
 use mlx_rs::Array;
 
-use super::feed_forward::FeedForward;
+use super::feed_forward::{FeedForward, GatedParts};
 use super::forward::ForwardContext;
 use crate::cpu;
 use crate::error::Result;
@@ -24,17 +24,21 @@ impl Activation {
     /// shapes match, else MLX's ops.
     pub fn gated(self, gate: &Array, up: &Array) -> Result<Array> {
         if cpu::glu::path().is_primitive() && gate.shape() == up.shape() {
-            let act = match self {
-                Activation::Silu => cpu::glu::Act::Silu,
-                Activation::GeluTanh => cpu::glu::Act::GeluTanh,
-            };
-            return cpu::glu::gated(gate, up, act);
+            return cpu::glu::gated(gate, up, self.cpu());
         }
         let gate = match self {
             Activation::Silu => mlx_rs::nn::silu(gate)?,
             Activation::GeluTanh => mlx_rs::nn::gelu_approximate(gate)?,
         };
         Ok(gate.multiply(up)?)
+    }
+
+    /// The same activation as afm's CPU kernels name it.
+    fn cpu(self) -> cpu::glu::Act {
+        match self {
+            Activation::Silu => cpu::glu::Act::Silu,
+            Activation::GeluTanh => cpu::glu::Act::GeluTanh,
+        }
     }
 }
 
@@ -57,14 +61,6 @@ impl GatedMlp {
     }
 }
 
-impl GatedMlp {
-    /// The gate/up projections (one matrix when fused), down, and the
-    /// activation.
-    pub fn parts(&self) -> (&FusedLinear, &Linear, Activation) {
-        (&self.gate_up, &self.down, self.activation)
-    }
-}
-
 impl FeedForward for GatedMlp {
     fn forward(&self, ctx: &ForwardContext, x: &Array) -> Result<Array> {
         let [gate, up]: [Array; 2] = ctx
@@ -80,7 +76,11 @@ impl FeedForward for GatedMlp {
         out
     }
 
-    fn gated_mlp(&self) -> Option<&GatedMlp> {
-        Some(self)
+    fn gated_parts(&self) -> Option<GatedParts<'_>> {
+        Some(GatedParts {
+            gate_up: &self.gate_up,
+            down: &self.down,
+            act: self.activation.cpu(),
+        })
     }
 }
