@@ -1,6 +1,9 @@
 //! The honest client: a short chat request sent again and again while an
 //! attack runs, so the report says what a well-behaved user saw meanwhile
-//! (served or not, and how long it took) against the same probe alone.
+//! (served or not, and how long it took) against the same probe alone. Like
+//! the official SDKs it honours a 503 that carries `Retry-After` (a server
+//! shedding load as it promised) by waiting and sending again, a few times;
+//! a 503 without one, or one retried past that, is not served.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,6 +13,17 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::bench::stats::percentile;
+
+/// Sends after a 503 with `Retry-After` before the probe counts as not
+/// served (the OpenAI SDKs retry twice by default; this is one more).
+const RETRIES: usize = 3;
+
+/// What one send got, when it was not a failure.
+enum Reply {
+    Served,
+    /// A 503 asking to come back after this long (capped at 5 s).
+    RetryAfter(Duration),
+}
 
 /// Where and what the probe sends.
 #[derive(Clone)]
@@ -59,9 +73,24 @@ impl Probe {
         })
     }
 
-    /// One probe: its latency, or why it was not served.
+    /// One probe: its latency from the first send, or why it was not
+    /// served.
     pub async fn once(&self) -> Result<Duration, String> {
         let started = Instant::now();
+        for _ in 0..RETRIES {
+            match self.send().await? {
+                Reply::Served => return Ok(started.elapsed()),
+                Reply::RetryAfter(wait) => tokio::time::sleep(wait).await,
+            }
+        }
+        match self.send().await? {
+            Reply::Served => Ok(started.elapsed()),
+            Reply::RetryAfter(_) => Err(format!("503 with Retry-After {RETRIES} times")),
+        }
+    }
+
+    /// One send: served, or a 503 asking to retry after a wait.
+    async fn send(&self) -> Result<Reply, String> {
         let mut req = self
             .client
             .post(format!("{}/v1/chat/completions", self.base))
@@ -72,12 +101,21 @@ impl Probe {
         }
         let resp = req.send().await.map_err(|e| format!("transport: {e}"))?;
         let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok());
         let body: Value = resp.json().await.map_err(|e| format!("body: {e}"))?;
+        if let (503, Some(s)) = (status, retry_after) {
+            return Ok(Reply::RetryAfter(Duration::from_secs_f64(
+                s.clamp(0.0, 5.0),
+            )));
+        }
         if status != 200 || body["choices"].as_array().is_none_or(|c| c.is_empty()) {
             let text = body.to_string();
             return Err(format!("{status}: {}", &text[..text.len().min(120)]));
         }
-        Ok(started.elapsed())
+        Ok(Reply::Served)
     }
 
     /// Probes one after another, `gap` apart, until `stop` is set (at
