@@ -1,5 +1,6 @@
 #include "primitive.h"
 
+#include <array>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -417,6 +418,15 @@ enum LayerInput : int {
   kFixedInputs = kDown + 3
 };
 
+// The first input (packed weights; scales and biases follow) of each
+// product, in afm_layer_config's order: q/k/v, o, gate/up, down.
+constexpr int kProducts[4] = {kQkv, kO, kGateUp, kDown};
+
+// The problem's four matrices, in the same order.
+std::array<qmm::AffineMatrix*, 4> matrices(layer::Problem& p) {
+  return {&p.qkv, &p.o, &p.gate_up, &p.down};
+}
+
 int layer_inputs(const afm_layer_config& c) {
   return kFixedInputs + 2 * (c.has_qk_norm != 0) + (c.has_attn_out_norm != 0) + (c.has_ffn_out_norm != 0);
 }
@@ -455,15 +465,14 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
     throw std::invalid_argument(at + "bad window or activation");
   const int64_t d = c.head_dim, q_w = int64_t(c.heads) * d;
   const int64_t hidden = in[kGateUp].shape(0) / 2;
-  // (first input, K, N) of each product.
-  const int64_t shapes[4][3] = {
-      {kQkv, dim, q_w + 2 * int64_t(c.kv_heads) * d}, {kO, q_w, dim}, {kGateUp, dim, 2 * hidden}, {kDown, hidden, dim}};
+  // (K, N) of each product.
+  const int64_t shapes[4][2] = {{dim, q_w + 2 * int64_t(c.kv_heads) * d}, {q_w, dim}, {dim, 2 * hidden}, {hidden, dim}};
   for (int j = 0; j < 4; ++j) {
-    const auto& w = in[shapes[j][0]];
-    if (w.ndim() != 2 || w.shape(0) != shapes[j][2])
+    const int first = kProducts[j];
+    const auto& w = in[first];
+    if (w.ndim() != 2 || w.shape(0) != shapes[j][1])
       throw std::invalid_argument(at + "a product's weight has the wrong number of rows");
-    check_format("decoder_layer", shapes[j][1], w, in[shapes[j][0] + 1], in[shapes[j][0] + 2], c.group_size[j],
-                 c.bits[j]);
+    check_format("decoder_layer", shapes[j][0], w, in[first + 1], in[first + 2], c.group_size[j], c.bits[j]);
   }
   std::vector<mx::array> inputs;
   inputs.reserve(in.size());
@@ -541,9 +550,9 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   p.keys = outputs[1].data<float>();
   p.values = outputs[2].data<float>();
   const int64_t ks[4] = {p.dim, int64_t(c.heads) * c.head_dim, p.dim, p.hidden};
-  qmm::AffineMatrix* mats[4] = {&p.qkv, &p.o, &p.gate_up, &p.down};
+  const auto mats = matrices(p);
   for (int j = 0; j < 4; ++j) {
-    const int at = j == 0 ? kQkv : j == 1 ? kO : j == 2 ? kGateUp : kDown;
+    const int at = kProducts[j];
     mats[j]->scale_type = scale_type(inputs[at + 1].dtype());
     mats[j]->n = inputs[at].shape(0);
     mats[j]->k = ks[j];
@@ -553,12 +562,12 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   std::vector<View> views;
   for (auto& in : inputs) views.push_back(view_of(in));
   encoder.dispatch([p, c, views = std::move(views), copy0 = copy[0], copy1 = copy[1], slots = slots_,
-                    offsets = offsets_, lens = lens_]() mutable {
+                    offsets = offsets_, lens = lens_, store_bytes = outputs[1].nbytes()]() mutable {
     std::vector<std::vector<char>> bufs(views.size());
     auto ptr = [&](int i) { return dense(views[i], bufs[i]); };
     auto f32 = [&](int i) { return static_cast<const float*>(ptr(i)); };
-    if (copy0) std::memcpy(p.keys, ptr(kKeys), size_t(views[kKeys].itemsize) * p.store_slots * p.kv_heads * p.capacity * p.head_dim);
-    if (copy1) std::memcpy(p.values, ptr(kValues), size_t(views[kValues].itemsize) * p.store_slots * p.kv_heads * p.capacity * p.head_dim);
+    if (copy0) std::memcpy(p.keys, ptr(kKeys), store_bytes);
+    if (copy1) std::memcpy(p.values, ptr(kValues), store_bytes);
     p.slots = slots.data();
     p.offsets = offsets.data();
     p.lens = lens.data();
@@ -569,12 +578,11 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
     if (c.has_qk_norm) p.q_norm = f32(next++), p.k_norm = f32(next++);
     if (c.has_attn_out_norm) p.attn_out_norm = f32(next++);
     if (c.has_ffn_out_norm) p.ffn_out_norm = f32(next++);
-    qmm::AffineMatrix* mats[4] = {&p.qkv, &p.o, &p.gate_up, &p.down};
-    const int firsts[4] = {kQkv, kO, kGateUp, kDown};
+    const auto mats = matrices(p);
     for (int j = 0; j < 4; ++j) {
-      mats[j]->w = static_cast<const uint32_t*>(ptr(firsts[j]));
-      mats[j]->scales = ptr(firsts[j] + 1);
-      mats[j]->biases = ptr(firsts[j] + 2);
+      mats[j]->w = static_cast<const uint32_t*>(ptr(kProducts[j]));
+      mats[j]->scales = ptr(kProducts[j] + 1);
+      mats[j]->biases = ptr(kProducts[j] + 2);
     }
     layer::run(p);
   });

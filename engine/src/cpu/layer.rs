@@ -336,7 +336,22 @@ mod tests {
         /// The primitive over `h` and the store, which it takes (so the op
         /// holds the store's only reference unless the caller kept a clone).
         fn run(&self, h: &Array, keys: Array, values: Array, rows: &Rows) -> (Array, Array, Array) {
-            let mut inputs: Vec<&Array> = vec![h, &keys, &values, &self.norms[0]];
+            let inputs = self.inputs(h, &keys, &values);
+            let out = decoder_layer(&inputs, &self.config, rows, 0).unwrap();
+            drop(inputs);
+            drop((keys, values));
+            mlx_rs::transforms::eval([&out.0, &out.1, &out.2]).unwrap();
+            out
+        }
+
+        /// The primitive's inputs in its order.
+        fn inputs<'a>(
+            &'a self,
+            h: &'a Array,
+            keys: &'a Array,
+            values: &'a Array,
+        ) -> Vec<&'a Array> {
+            let mut inputs = vec![h, keys, values, &self.norms[0]];
             for (j, (w, s, b)) in self.products.iter().enumerate() {
                 if j == 2 {
                     inputs.push(&self.norms[1]);
@@ -344,11 +359,7 @@ mod tests {
                 inputs.extend([w, s, b]);
             }
             inputs.extend(self.norms[2..].iter());
-            let out = decoder_layer(&inputs, &self.config, rows, 0).unwrap();
-            drop(inputs);
-            drop((keys, values));
-            mlx_rs::transforms::eval([&out.0, &out.1, &out.2]).unwrap();
-            out
+            inputs
         }
 
         fn product(&self, j: usize, x: &Array) -> Array {
@@ -548,20 +559,38 @@ mod tests {
         // evaluated through the keys alone: it is still computed first.
         let (keys, values) = store();
         let lazy = |a: &Array| a.multiply(Array::from_f32(1.0)).unwrap();
-        let mut inputs: Vec<&Array> = vec![&h];
         let (lazy_k, lazy_v) = (lazy(&keys), lazy(&values));
-        inputs.extend([&lazy_k, &lazy_v, &layer.norms[0]]);
-        for (j, (w, s, b)) in layer.products.iter().enumerate() {
-            if j == 2 {
-                inputs.push(&layer.norms[1]);
-            }
-            inputs.extend([w, s, b]);
-        }
+        let inputs = layer.inputs(&h, &lazy_k, &lazy_v);
         let (_, got_k, _) = decoder_layer(&inputs, &layer.config, &rows, 0).unwrap();
         drop(inputs);
         drop((lazy_k, lazy_v));
         got_k.eval().unwrap();
         let (_, want_k, _) = layer.run(&h, keys, values, &rows);
         assert_eq!(max_diff(&got_k, &want_k), 0.0, "a lazy store");
+    }
+
+    /// Inputs the op cannot take are an error naming what is wrong, not a
+    /// crash: a missing input, a slot outside the store, a position past
+    /// its capacity.
+    #[test]
+    fn a_bad_call_is_an_error_naming_it() {
+        let layer = Layer::new(false);
+        let h = uniform(&[1, 1, DIM], 1.0, 43);
+        let (keys, values) = store();
+        let inputs = layer.inputs(&h, &keys, &values);
+        let rows = |slot, offset| Rows {
+            slots: vec![slot],
+            offsets: vec![offset],
+            lens: vec![1],
+        };
+        let err = |inputs: &[&Array], rows: &Rows| {
+            decoder_layer(inputs, &layer.config, rows, 0)
+                .map(|_| ())
+                .expect_err("refused")
+                .to_string()
+        };
+        assert!(err(&inputs[..inputs.len() - 1], &rows(0, 0)).contains("number of inputs"));
+        assert!(err(&inputs, &rows(SLOTS, 0)).contains("outside the KV store"));
+        assert!(err(&inputs, &rows(0, CAP)).contains("past the store's capacity"));
     }
 }
