@@ -5,8 +5,10 @@
 // in the same order, so the layer agrees with the op graph to rounding.
 #include "layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "attention.h"
@@ -53,6 +55,11 @@ void rope_head(float* x, int64_t d, const float* cos_j, const float* sin_j, bool
 // Scratch of the calling (stream) thread, grown once and reused.
 struct Scratch {
   std::vector<float> normed, qkv, attn, proj, gate_up, act, inv_freq, cos, sin;
+  // Routed experts: router probabilities, each (row, choice) pair's weight
+  // and output, one expert's gathered rows and their gate and up.
+  std::vector<float> probs, weights, pair_out, xg, gate, up, down;
+  std::vector<uint32_t> chosen;
+  std::vector<int64_t> start, next, order;
 };
 
 Scratch& scratch() {
@@ -93,6 +100,101 @@ void attend_items(const Problem& p, const float* qkv, int64_t qkv_w, float* out,
   attn::attend(a);
 }
 
+// The gated MLP over `rows` normed rows into s.proj.
+void gated_mlp(const Problem& p, Scratch& s, int64_t rows) {
+  s.gate_up.resize(size_t(rows * 2 * p.hidden));
+  s.act.resize(size_t(rows * p.hidden));
+  product(s.normed.data(), rows, p.gate_up, s.gate_up.data(), p.blas_min_rows);
+  glu::gated(glu::Act(p.act), s.gate_up.data(), 2 * p.hidden, s.gate_up.data() + p.hidden, 2 * p.hidden,
+             rows, p.hidden, s.act.data());
+  product(s.act.data(), rows, p.down, s.proj.data(), p.blas_min_rows);
+}
+
+// One row's choice of experts from its router logits (`experts` of them):
+// softmax as MLX's precise CPU softmax (exp(x - max), times 1 / sum), the
+// top_k by probability (ties to the lower id), their weights optionally
+// renormalised over the k.
+void route_row(const float* logits, int64_t experts, int64_t top_k, bool norm_topk, float* probs,
+               uint32_t* chosen, float* weights) {
+  float top = logits[0];
+  for (int64_t e = 1; e < experts; ++e) top = std::max(top, logits[e]);
+  float sum = 0.0f;
+  for (int64_t e = 0; e < experts; ++e) sum += probs[e] = std::exp(logits[e] - top);
+  const float inv = 1.0f / sum;
+  for (int64_t e = 0; e < experts; ++e) probs[e] *= inv;
+  thread_local std::vector<uint32_t> ids;
+  ids.resize(size_t(experts));
+  std::iota(ids.begin(), ids.end(), 0u);
+  std::partial_sort(ids.begin(), ids.begin() + top_k, ids.end(),
+                    [&](uint32_t a, uint32_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+  float total = 0.0f;
+  for (int64_t j = 0; j < top_k; ++j) {
+    chosen[j] = ids[size_t(j)];
+    total += weights[j] = probs[ids[size_t(j)]];
+  }
+  if (norm_topk)
+    for (int64_t j = 0; j < top_k; ++j) weights[j] /= total;
+}
+
+// Routed experts over `rows` normed rows into s.proj: each row's top_k
+// experts, the (row, choice) pairs grouped by expert so an expert's weights
+// are read once for all the rows that chose it; a row's output is its
+// choices' outputs weighted and summed in choice order. A pair's product is
+// the kernel's for its own row alone (its reduction order fixed by the
+// format), so a row's result does not depend on its batch.
+void routed_experts(const Problem& p, Scratch& s, int64_t rows) {
+  const int64_t e_n = p.experts, k = p.top_k, pairs = rows * k;
+  s.probs.resize(size_t(rows * e_n));
+  s.gate_up.resize(size_t(rows * e_n)); // the router's logits
+  s.chosen.resize(size_t(pairs));
+  s.weights.resize(size_t(pairs));
+  product(s.normed.data(), rows, p.router, s.gate_up.data(), p.blas_min_rows);
+  for (int64_t r = 0; r < rows; ++r)
+    route_row(s.gate_up.data() + r * e_n, e_n, k, p.norm_topk, s.probs.data() + r * e_n,
+              s.chosen.data() + r * k, s.weights.data() + r * k);
+  // Counting sort of the pairs by expert (stable: rows keep their order).
+  s.start.assign(size_t(e_n) + 1, 0);
+  for (int64_t q = 0; q < pairs; ++q) ++s.start[size_t(s.chosen[size_t(q)]) + 1];
+  int64_t largest = 0;
+  for (int64_t e = 0; e < e_n; ++e) {
+    largest = std::max(largest, s.start[size_t(e) + 1]);
+    s.start[size_t(e) + 1] += s.start[size_t(e)];
+  }
+  s.order.resize(size_t(pairs));
+  s.next.assign(s.start.begin(), s.start.end() - 1);
+  for (int64_t q = 0; q < pairs; ++q) s.order[size_t(s.next[s.chosen[size_t(q)]]++)] = q;
+  const int64_t hid = p.hidden;
+  s.xg.resize(size_t(largest * p.dim));
+  s.gate.resize(size_t(largest * hid));
+  s.up.resize(size_t(largest * hid));
+  s.act.resize(size_t(largest * hid));
+  s.pair_out.resize(size_t(pairs * p.dim));
+  s.down.resize(size_t(largest * p.dim));
+  for (int64_t e = 0; e < e_n; ++e) {
+    const int64_t b = s.start[size_t(e)], c = s.start[size_t(e) + 1] - b;
+    if (c == 0) continue;
+    for (int64_t i = 0; i < c; ++i)
+      std::memcpy(s.xg.data() + i * p.dim, s.normed.data() + (s.order[size_t(b + i)] / k) * p.dim,
+                  size_t(p.dim) * sizeof(float));
+    product(s.xg.data(), c, qmm::expert(p.expert_gate, e), s.gate.data(), p.blas_min_rows);
+    product(s.xg.data(), c, qmm::expert(p.expert_up, e), s.up.data(), p.blas_min_rows);
+    glu::gated(glu::Act(p.act), s.gate.data(), hid, s.up.data(), hid, c, hid, s.act.data());
+    product(s.act.data(), c, qmm::expert(p.expert_down, e), s.down.data(), p.blas_min_rows);
+    for (int64_t i = 0; i < c; ++i)
+      std::memcpy(s.pair_out.data() + s.order[size_t(b + i)] * p.dim, s.down.data() + i * p.dim,
+                  size_t(p.dim) * sizeof(float));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = s.proj.data() + r * p.dim;
+    for (int64_t x = 0; x < p.dim; ++x) o[x] = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      const float w = s.weights[size_t(r * k + j)];
+      const float* y = s.pair_out.data() + (r * k + j) * p.dim;
+      for (int64_t x = 0; x < p.dim; ++x) o[x] += y[x] * w;
+    }
+  }
+}
+
 } // namespace
 
 void run(const Problem& p) {
@@ -107,8 +209,6 @@ void run(const Problem& p) {
   s.qkv.resize(size_t(rows * qkv_w));
   s.attn.resize(size_t(rows * qw));
   s.proj.resize(size_t(rows * p.dim));
-  s.gate_up.resize(size_t(rows * 2 * p.hidden));
-  s.act.resize(size_t(rows * p.hidden));
 
   // Attention block.
   for (int64_t r = 0; r < rows; ++r)
@@ -162,10 +262,8 @@ void run(const Problem& p) {
   // Feed-forward block.
   for (int64_t r = 0; r < rows; ++r)
     rms_norm_row(p.h_out + r * p.dim, p.ffn_norm, p.dim, p.eps, s.normed.data() + r * p.dim);
-  product(s.normed.data(), rows, p.gate_up, s.gate_up.data(), p.blas_min_rows);
-  glu::gated(glu::Act(p.act), s.gate_up.data(), 2 * p.hidden, s.gate_up.data() + p.hidden, 2 * p.hidden,
-             rows, p.hidden, s.act.data());
-  product(s.act.data(), rows, p.down, s.proj.data(), p.blas_min_rows);
+  if (p.experts > 0) routed_experts(p, s, rows);
+  else gated_mlp(p, s, rows);
   for (int64_t r = 0; r < rows; ++r) {
     float* o = s.proj.data() + r * p.dim;
     if (p.ffn_out_norm) rms_norm_row(o, p.ffn_out_norm, p.dim, p.eps, o);

@@ -1,5 +1,5 @@
-// A whole pre-norm decoder layer (attention and gated MLP) in one call, for
-// MLX's CPU backend.
+// A whole pre-norm decoder layer (attention, then a gated MLP or routed
+// experts) in one call, for MLX's CPU backend.
 //
 // Why: as MLX ops a decode step of a small model is ~13 ops per layer (norms
 // and RoPE fall back to several plain ops each on the CPU, the KV writes,
@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "qmm_affine.h"
+#include "qmm_gather.h"
 
 namespace afm::layer {
 
@@ -36,7 +37,7 @@ struct Problem {
 
   int64_t dim; // hidden size
   int64_t heads, kv_heads, head_dim;
-  int64_t hidden; // the MLP's intermediate size
+  int64_t hidden; // the MLP's (or each expert's) intermediate size
 
   const float* h; // [rows, dim], the residual stream in
   float* h_out; // [rows, dim]
@@ -57,8 +58,17 @@ struct Problem {
 
   qmm::AffineMatrix qkv; // [heads + 2 kv_heads] * head_dim rows: q, k, v
   qmm::AffineMatrix o; // dim rows
+  // The feed-forward block: a gated MLP, or (experts > 0) routed experts.
   qmm::AffineMatrix gate_up; // 2 * hidden rows: gate, then up
   qmm::AffineMatrix down; // dim rows
+  // Routed experts (Qwen3-MoE): a softmax router over `experts` picks each
+  // row's top_k, their weights renormalised over the k when norm_topk; the
+  // row's output is the weighted sum of its experts' gated MLPs.
+  int64_t experts, top_k;
+  bool norm_topk;
+  qmm::AffineMatrix router; // experts rows
+  qmm::AffineStack expert_gate, expert_up; // hidden rows each
+  qmm::AffineStack expert_down; // dim rows each
   // Products of at least this many rows take the dequantizing BLAS path
   // (qmm::matmul_dequant_sgemm); 0: never.
   int64_t blas_min_rows;

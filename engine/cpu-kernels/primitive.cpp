@@ -412,23 +412,35 @@ bool GatedActivation::is_equivalent(const mx::Primitive& other) const {
 
 namespace {
 
-// Indices of decoder_layer's inputs.
-enum LayerInput : int {
-  kH = 0, kKeys, kValues, kAttnNorm, kQkv, kO = kQkv + 3, kFfnNorm = kO + 3, kGateUp, kDown = kGateUp + 3,
-  kFixedInputs = kDown + 3
-};
+// Indices of decoder_layer's inputs: the fixed ones, then the
+// feed-forward's products from kFfn.
+enum LayerInput : int { kH = 0, kKeys, kValues, kAttnNorm, kQkv, kO = kQkv + 3, kFfnNorm = kO + 3, kFfn };
 
-// The first input (packed weights; scales and biases follow) of each
-// product, in afm_layer_config's order: q/k/v, o, gate/up, down.
-constexpr int kProducts[4] = {kQkv, kO, kGateUp, kDown};
+// The layer's products: q/k/v, o, then the feed-forward's two (gate/up,
+// down) or, with experts, four (router, the experts' gate, up, down).
+int products(const afm_layer_config& c) {
+  return c.experts > 0 ? 6 : 4;
+}
 
-// The problem's four matrices, in the same order.
-std::array<qmm::AffineMatrix*, 4> matrices(layer::Problem& p) {
+// The first input (packed weights; scales and biases follow) of product j,
+// in afm_layer_config's order.
+int product_input(int j) {
+  return j < 2 ? kQkv + 3 * j : kFfn + 3 * (j - 2);
+}
+
+// Where the optional norms start.
+int optional_inputs(const afm_layer_config& c) {
+  return product_input(products(c));
+}
+
+// The problem's matrices, in product order (an expert stack's first).
+std::vector<qmm::AffineMatrix*> matrices(layer::Problem& p, bool routed) {
+  if (routed) return {&p.qkv, &p.o, &p.router, &p.expert_gate.first, &p.expert_up.first, &p.expert_down.first};
   return {&p.qkv, &p.o, &p.gate_up, &p.down};
 }
 
 int layer_inputs(const afm_layer_config& c) {
-  return kFixedInputs + 2 * (c.has_qk_norm != 0) + (c.has_attn_out_norm != 0) + (c.has_ffn_out_norm != 0);
+  return optional_inputs(c) + 2 * (c.has_qk_norm != 0) + (c.has_attn_out_norm != 0) + (c.has_ffn_out_norm != 0);
 }
 
 } // namespace
@@ -463,23 +475,30 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
   if (total != rows) throw std::invalid_argument(at + "h must hold the items' tokens, end to end");
   if (c.window < 0 || (c.act != int(glu::Act::Silu) && c.act != int(glu::Act::GeluTanh)))
     throw std::invalid_argument(at + "bad window or activation");
+  const bool routed = c.experts > 0;
+  if (c.experts < 0 || (routed && (c.top_k <= 0 || c.top_k > c.experts)))
+    throw std::invalid_argument(at + "top_k must be between 1 and the number of experts");
   const int64_t d = c.head_dim, q_w = int64_t(c.heads) * d;
-  const int64_t hidden = in[kGateUp].shape(0) / 2;
-  // (K, N) of each product.
-  const int64_t shapes[4][2] = {{dim, q_w + 2 * int64_t(c.kv_heads) * d}, {q_w, dim}, {dim, 2 * hidden}, {hidden, dim}};
-  for (int j = 0; j < 4; ++j) {
-    const int first = kProducts[j];
+  const int64_t hidden = routed ? in[product_input(3)].shape(-2) : in[kFfn].shape(0) / 2;
+  // (K, N) of each product; an expert stack's leading axis is the experts.
+  std::vector<std::array<int64_t, 2>> shapes = {{dim, q_w + 2 * int64_t(c.kv_heads) * d}, {q_w, dim}};
+  if (routed) shapes.insert(shapes.end(), {{dim, c.experts}, {dim, hidden}, {dim, hidden}, {hidden, dim}});
+  else shapes.insert(shapes.end(), {{dim, 2 * hidden}, {hidden, dim}});
+  for (int j = 0; j < products(c); ++j) {
+    const int first = product_input(j);
     const auto& w = in[first];
-    if (w.ndim() != 2 || w.shape(0) != shapes[j][1])
-      throw std::invalid_argument(at + "a product's weight has the wrong number of rows");
-    check_format("decoder_layer", shapes[j][0], w, in[first + 1], in[first + 2], c.group_size[j], c.bits[j]);
+    const bool stack = routed && j > 2;
+    if (w.ndim() != (stack ? 3 : 2) || w.shape(-2) != shapes[size_t(j)][1] || (stack && w.shape(0) != c.experts))
+      throw std::invalid_argument(at + "a product's weight has the wrong shape");
+    check_format("decoder_layer", shapes[size_t(j)][0], w, in[first + 1], in[first + 2], c.group_size[j], c.bits[j]);
   }
+  const int opt = optional_inputs(c);
   std::vector<mx::array> inputs;
   inputs.reserve(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
-    const bool norm = i == kAttnNorm || i == kFfnNorm || i >= size_t(kFixedInputs);
+    const bool norm = i == kAttnNorm || i == kFfnNorm || i >= size_t(opt);
     if (norm) {
-      const int64_t want = i >= size_t(kFixedInputs) && c.has_qk_norm && i < size_t(kFixedInputs) + 2 ? d : dim;
+      const int64_t want = i >= size_t(opt) && c.has_qk_norm && i < size_t(opt) + 2 ? d : dim;
       if (in[i].size() != size_t(want)) throw std::invalid_argument(at + "a norm weight has the wrong size");
     }
     inputs.push_back(i == kH || norm ? as_f32(in[i], stream) : in[i]);
@@ -535,7 +554,12 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   p.heads = c.heads;
   p.kv_heads = c.kv_heads;
   p.head_dim = c.head_dim;
-  p.hidden = inputs[kGateUp].shape(0) / 2;
+  const bool routed = c.experts > 0;
+  p.hidden = routed ? inputs[product_input(3)].shape(-2) : inputs[kFfn].shape(0) / 2;
+  p.experts = c.experts;
+  p.top_k = c.top_k;
+  p.norm_topk = c.norm_topk != 0;
+  p.expert_gate.experts = p.expert_up.experts = p.expert_down.experts = c.experts;
   p.store_slots = inputs[kKeys].shape(0);
   p.capacity = inputs[kKeys].shape(2);
   p.eps = c.eps;
@@ -549,13 +573,15 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   p.h_out = h_out.data<float>();
   p.keys = outputs[1].data<float>();
   p.values = outputs[2].data<float>();
-  const int64_t ks[4] = {p.dim, int64_t(c.heads) * c.head_dim, p.dim, p.hidden};
-  const auto mats = matrices(p);
-  for (int j = 0; j < 4; ++j) {
-    const int at = kProducts[j];
+  // K of each product: the last is down's (the hidden size), the second
+  // o's, the others the model's width.
+  const auto mats = matrices(p, routed);
+  const int n_products = products(c);
+  for (int j = 0; j < n_products; ++j) {
+    const int at = product_input(j);
     mats[j]->scale_type = scale_type(inputs[at + 1].dtype());
-    mats[j]->n = inputs[at].shape(0);
-    mats[j]->k = ks[j];
+    mats[j]->n = inputs[at].shape(-2);
+    mats[j]->k = j == n_products - 1 ? p.hidden : j == 1 ? int64_t(c.heads) * c.head_dim : p.dim;
     mats[j]->bits = c.bits[j];
     mats[j]->group_size = c.group_size[j];
   }
@@ -574,15 +600,15 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
     p.h = f32(kH);
     p.attn_norm = f32(kAttnNorm);
     p.ffn_norm = f32(kFfnNorm);
-    int next = kFixedInputs;
+    int next = optional_inputs(c);
     if (c.has_qk_norm) p.q_norm = f32(next++), p.k_norm = f32(next++);
     if (c.has_attn_out_norm) p.attn_out_norm = f32(next++);
     if (c.has_ffn_out_norm) p.ffn_out_norm = f32(next++);
-    const auto mats = matrices(p);
-    for (int j = 0; j < 4; ++j) {
-      mats[j]->w = static_cast<const uint32_t*>(ptr(kProducts[j]));
-      mats[j]->scales = ptr(kProducts[j] + 1);
-      mats[j]->biases = ptr(kProducts[j] + 2);
+    const auto mats = matrices(p, c.experts > 0);
+    for (int j = 0; j < products(c); ++j) {
+      mats[j]->w = static_cast<const uint32_t*>(ptr(product_input(j)));
+      mats[j]->scales = ptr(product_input(j) + 1);
+      mats[j]->biases = ptr(product_input(j) + 2);
     }
     layer::run(p);
   });

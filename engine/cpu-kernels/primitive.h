@@ -185,9 +185,11 @@ class GatedActivation : public mx::Primitive {
 extern "C" {
 typedef struct afm_layer_config_ {
   int heads, kv_heads, head_dim;
-  // Per product, in order qkv, o, gate_up, down: bits and group size.
-  int bits[4];
-  int group_size[4];
+  // Per product, in the inputs' order: bits and group size. q/k/v and o,
+  // then the feed-forward's: gate_up and down; or with experts the router,
+  // the experts' gate, up and down.
+  int bits[6];
+  int group_size[6];
   float eps; // the layer norms'
   float qk_eps; // the per-head q/k norms' (with has_qk_norm)
   int has_qk_norm, has_attn_out_norm, has_ffn_out_norm;
@@ -196,6 +198,9 @@ typedef struct afm_layer_config_ {
   float scale;
   int window; // 0: none
   int act; // 0 SiLU, 1 GELU (tanh form)
+  int experts; // routed experts instead of a gated MLP (0: none)
+  int top_k; // experts per row
+  int norm_topk; // the chosen weights renormalised over the k
   int blas_min_rows; // as for affine_qmm; 0 keeps rows independent
 } afm_layer_config;
 }
@@ -209,7 +214,9 @@ namespace afm {
 // nothing else holds it, else a copy). inputs: h [..., rows, dim], keys,
 // values [slots, kv_heads, capacity, head_dim] f32, attn_norm [dim],
 // qkv w/scales/biases, o w/scales/biases, ffn_norm [dim], gate_up
-// w/scales/biases, down w/scales/biases, then q_norm and k_norm
+// w/scales/biases, down w/scales/biases (with experts: router
+// [experts, dim], the experts' gate and up [experts, hidden, dim] and down
+// [experts, dim, hidden], each w/scales/biases), then q_norm and k_norm
 // [head_dim] (has_qk_norm), attn_out_norm (has_attn_out_norm),
 // ffn_out_norm (has_ffn_out_norm). CPU streams only; throws
 // std::invalid_argument on bad shapes or positions.

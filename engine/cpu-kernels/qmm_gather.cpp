@@ -15,6 +15,17 @@ size_t scale_bytes(ScaleType t) {
 
 } // namespace
 
+AffineMatrix expert(const AffineStack& w, int64_t e) {
+  const AffineMatrix& m0 = w.first;
+  const int64_t words = m0.n * m0.k * m0.bits / 32;
+  const size_t sbytes = size_t(m0.n * (m0.k / m0.group_size)) * scale_bytes(m0.scale_type);
+  AffineMatrix m = m0;
+  m.w = m0.w + e * words;
+  m.scales = static_cast<const char*>(m0.scales) + size_t(e) * sbytes;
+  m.biases = static_cast<const char*>(m0.biases) + size_t(e) * sbytes;
+  return m;
+}
+
 void gather_matmul(const float* x, int64_t rows, const uint32_t* experts, int64_t per_row,
                    const AffineStack& w, float* y, int64_t blas_min_rows, Path path) {
   const AffineMatrix& m0 = w.first;
@@ -46,18 +57,13 @@ void gather_matmul(const float* x, int64_t rows, const uint32_t* experts, int64_
   thread_local std::vector<float> xg, yg;
   if (xg.size() < size_t(largest * m0.k)) xg.resize(size_t(largest * m0.k));
   if (yg.size() < size_t(largest * m0.n)) yg.resize(size_t(largest * m0.n));
-  const int64_t words = m0.n * m0.k * m0.bits / 32;
-  const size_t sbytes = size_t(m0.n * (m0.k / m0.group_size)) * scale_bytes(m0.scale_type);
   for (int64_t e = 0; e < w.experts; ++e) {
     const int64_t b = start[size_t(e)], c = start[size_t(e) + 1] - b;
     if (c == 0) continue;
     for (int64_t i = 0; i < c; ++i)
       std::memcpy(&xg[size_t(i * m0.k)], x + (order[size_t(b + i)] / per_row) * m0.k,
                   size_t(m0.k) * sizeof(float));
-    AffineMatrix m = m0;
-    m.w = m0.w + e * words;
-    m.scales = static_cast<const char*>(m0.scales) + size_t(e) * sbytes;
-    m.biases = static_cast<const char*>(m0.biases) + size_t(e) * sbytes;
+    const AffineMatrix m = expert(w, e);
     if (blas_min_rows > 0 && c >= blas_min_rows && sgemm_available())
       matmul_dequant_sgemm(xg.data(), c, m, yg.data(), path);
     else matmul(xg.data(), c, m, yg.data(), path);

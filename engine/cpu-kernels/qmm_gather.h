@@ -26,6 +26,9 @@ struct AffineStack {
   int64_t experts;
 };
 
+// Expert e's matrix of the stack.
+AffineMatrix expert(const AffineStack& w, int64_t e);
+
 // x: [rows, k] f32; experts: [rows, per_row] expert ids; y: [rows, per_row,
 // n] f32. An id outside [0, experts) gives a row of NaN (a kernel running in
 // the stream's task cannot throw; the op's callers check ids where they

@@ -156,6 +156,13 @@ fn qwen3_moe_agrees_with_mlx_lm() {
     agrees_with_mlx_lm("qwen3_moe");
 }
 
+/// Quantized by mlx-lm (4 bits, routers at 8): on the CPU every layer,
+/// routed or dense, is afm's whole-layer primitive.
+#[test]
+fn qwen3_moe_4bit_agrees_with_mlx_lm() {
+    agrees_in_every_weight_mode("qwen3_moe_4bit");
+}
+
 #[test]
 fn gemma3_agrees_with_mlx_lm() {
     agrees_with_mlx_lm("gemma3_text");
@@ -178,6 +185,13 @@ fn qwen3_conforms() {
 #[test]
 fn qwen3_moe_conforms() {
     conforms("qwen3_moe", true);
+}
+
+/// Packed experts inside the layer primitive: batched == alone, and
+/// batch-invariant where the primitive runs them.
+#[test]
+fn qwen3_moe_4bit_conforms() {
+    conforms("qwen3_moe_4bit", qmm::path().is_primitive());
 }
 
 #[test]

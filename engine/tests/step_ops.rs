@@ -1,4 +1,5 @@
-//! What one decode step of each bundled model costs in MLX operations, each
+//! What one decode step of each bundled model (and of a routed-experts
+//! model: the 4-bit Qwen3-MoE fixture) costs in MLX operations, each
 //! a dispatch to MLX's stream thread and usually a thread wake: with afm's
 //! whole-layer CPU primitive every layer is ONE op, and what remains is
 //! around the layers (the packed embedding row's lookup, the final norm,
@@ -35,13 +36,18 @@ fn decode_step_ops(model: &LoadedModel) -> (usize, usize) {
 #[test]
 fn a_decode_step_is_one_op_per_layer() {
     let layered = afm_engine::cpu::layer::path().is_primitive();
-    for name in ["smollm2", "gemma3-270m"] {
+    let moe = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/models/random/qwen3_moe_4bit"
+    );
+    for name in ["smollm2", "gemma3-270m", moe] {
         let model = LoadedModel::load(name).expect("run scripts/setup.sh first");
         let layers = model.model.config().num_layers;
         let (ops, layer_ops) = decode_step_ops(&model);
         eprintln!(
-            "{name}: {ops} MLX ops per decode step, {layer_ops} of them whole layers, \
+            "{}: {ops} MLX ops per decode step, {layer_ops} of them whole layers, \
              {layers} layers ({})",
+            name.rsplit('/').next().unwrap_or(name),
             afm_engine::cpu::layer::describe()
         );
         if layered {

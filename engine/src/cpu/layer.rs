@@ -61,14 +61,28 @@ pub struct Format {
     pub group_size: i32,
 }
 
+/// A layer's routed experts (instead of a gated MLP): a softmax router
+/// picks each row's `top_k` of `experts`, their weights renormalised over
+/// the k when `normalize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Routed {
+    pub experts: usize,
+    pub top_k: usize,
+    pub normalize: bool,
+}
+
 /// A layer's fixed parameters.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub heads: usize,
     pub kv_heads: usize,
     pub head_dim: usize,
-    /// The formats of the q/k/v, output, gate/up and down products.
-    pub formats: [Format; 4],
+    /// The products' formats, in the inputs' order: q/k/v, output, then
+    /// gate/up and down; or, with `routed`, the router and the experts'
+    /// gate, up and down.
+    pub formats: Vec<Format>,
+    /// Routed experts in place of the gated MLP.
+    pub routed: Option<Routed>,
     /// The layer norms' eps.
     pub eps: f32,
     /// The per-head q/k norms' eps, when the layer has them.
@@ -99,7 +113,8 @@ pub struct Rows {
 /// when the caller holds no other reference to it). `inputs` after `h`,
 /// `keys`, `values`: the attention norm, q/k/v packed weight, scales,
 /// biases, the output projection's three, the MLP norm, gate/up's three,
-/// down's three, then the q and k norms (with `qk_norm`), the attention
+/// down's three (with `routed`: the router's three, then the stacked
+/// experts' gate, up and down, three each), then the q and k norms (with `qk_norm`), the attention
 /// output norm and the MLP output norm (when the config has them).
 /// `blas_min_rows` as for [`qmm::affine_qmm_blas_from`](super::qmm::affine_qmm_blas_from).
 /// Only where [`path`] is the primitive.
@@ -129,8 +144,8 @@ mod ffi {
         heads: c_int,
         kv_heads: c_int,
         head_dim: c_int,
-        bits: [c_int; 4],
-        group_size: [c_int; 4],
+        bits: [c_int; 6],
+        group_size: [c_int; 6],
         eps: c_float,
         qk_eps: c_float,
         has_qk_norm: c_int,
@@ -141,6 +156,9 @@ mod ffi {
         scale: c_float,
         window: c_int,
         act: c_int,
+        experts: c_int,
+        top_k: c_int,
+        norm_topk: c_int,
         blas_min_rows: c_int,
     }
 
@@ -171,12 +189,18 @@ mod ffi {
                 "decoder layer: one offset and one length per slot".into(),
             ));
         }
+        if c.formats.len() != 4 + 2 * c.routed.is_some() as usize {
+            return Err(EngineError::Internal(
+                "decoder layer: one format per product".into(),
+            ));
+        }
+        let format = |j: usize| c.formats.get(j).copied();
         let cfg = LayerConfig {
             heads: c.heads as c_int,
             kv_heads: c.kv_heads as c_int,
             head_dim: c.head_dim as c_int,
-            bits: c.formats.map(|f| f.bits),
-            group_size: c.formats.map(|f| f.group_size),
+            bits: std::array::from_fn(|j| format(j).map_or(0, |f| f.bits)),
+            group_size: std::array::from_fn(|j| format(j).map_or(0, |f| f.group_size)),
             eps: c.eps,
             qk_eps: c.qk_norm.unwrap_or(0.0),
             has_qk_norm: c.qk_norm.is_some() as c_int,
@@ -190,6 +214,9 @@ mod ffi {
                 Act::Silu => 0,
                 Act::GeluTanh => 1,
             },
+            experts: c.routed.map_or(0, |r| r.experts as c_int),
+            top_k: c.routed.map_or(0, |r| r.top_k as c_int),
+            norm_topk: c.routed.is_some_and(|r| r.normalize) as c_int,
             blas_min_rows,
         };
         let handles: Vec<mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
@@ -258,7 +285,9 @@ mod tests {
     use crate::cpu::{attention, glu, qmm};
     use mlx_rs::fast::{rms_norm, rope};
     use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
-    use mlx_rs::ops::{concatenate, quantize};
+    use mlx_rs::ops::{
+        argsort_axis, concatenate, expand_dims_axes, quantize, softmax_axis, sum_axis,
+    };
     use rand_core::{RngCore, SeedableRng};
 
     const DIM: i32 = 64;
@@ -266,6 +295,10 @@ mod tests {
     const KV_HEADS: usize = 2;
     const D: usize = 16;
     const HIDDEN: i32 = 96;
+    /// The routed layer's experts, choices per row and expert width.
+    const EXPERTS: i32 = 6;
+    const TOP_K: i32 = 2;
+    const EXPERT_HIDDEN: i32 = 32;
     const SLOTS: i32 = 4;
     const CAP: i32 = 16;
     const EPS: f32 = 1e-5;
@@ -279,28 +312,56 @@ mod tests {
         Array::from_slice(&v, shape)
     }
 
+    /// The layer forms the tests cover.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Kind {
+        /// llama's plain form.
+        Llama,
+        /// q/k norms, output norms, GELU and a window of 4.
+        Gemma,
+        /// llama's attention, routed experts (Qwen3-MoE).
+        Routed,
+    }
+
+    const KINDS: [Kind; 3] = [Kind::Llama, Kind::Gemma, Kind::Routed];
+
     /// A random layer: its packed products (with their formats), its norms
     /// and its config.
     struct Layer {
-        products: [(Array, Array, Array); 4],
+        products: Vec<(Array, Array, Array)>,
         norms: Vec<Array>,
         config: Config,
     }
 
     impl Layer {
-        /// `gemma`: q/k norms, output norms, GELU and a window of 4;
-        /// otherwise llama's plain form.
-        fn new(gemma: bool) -> Layer {
+        fn new(kind: Kind) -> Layer {
+            let gemma = kind == Kind::Gemma;
             let q_w = (HEADS * D) as i32;
             let qkv_n = ((HEADS + 2 * KV_HEADS) * D) as i32;
-            let shapes = [(qkv_n, DIM), (DIM, q_w), (2 * HIDDEN, DIM), (DIM, HIDDEN)];
-            let formats = [(4, 32), (8, 32), (4, 32), (8, 32)]
-                .map(|(bits, group_size)| Format { bits, group_size });
-            let products = std::array::from_fn(|j| {
-                let (n, k) = shapes[j];
-                let f = formats[j];
-                quantize(uniform(&[n, k], 0.2, 10 + j as u64), f.group_size, f.bits).unwrap()
-            });
+            // [experts,] rows, columns; bits, group size.
+            let mut shapes = vec![(vec![qkv_n, DIM], 4, 32), (vec![DIM, q_w], 8, 32)];
+            if kind == Kind::Routed {
+                shapes.extend([
+                    (vec![EXPERTS, DIM], 8, 64),
+                    (vec![EXPERTS, EXPERT_HIDDEN, DIM], 4, 32),
+                    (vec![EXPERTS, EXPERT_HIDDEN, DIM], 4, 32),
+                    (vec![EXPERTS, DIM, EXPERT_HIDDEN], 4, 32),
+                ]);
+            } else {
+                shapes.extend([(vec![2 * HIDDEN, DIM], 4, 32), (vec![DIM, HIDDEN], 8, 32)]);
+            }
+            let formats = shapes
+                .iter()
+                .map(|&(_, bits, group_size)| Format { bits, group_size })
+                .collect::<Vec<_>>();
+            let products = shapes
+                .iter()
+                .enumerate()
+                .map(|(j, (shape, bits, group_size))| {
+                    let w = uniform(shape, 0.2, 10 + j as u64);
+                    quantize(&w, *group_size, *bits).unwrap()
+                })
+                .collect();
             let norm = |n: i32, seed| uniform(&[n], 0.5, seed).add(Array::from_f32(1.0)).unwrap();
             let mut norms = vec![norm(DIM, 20), norm(DIM, 21)];
             if gemma {
@@ -316,6 +377,11 @@ mod tests {
                 kv_heads: KV_HEADS,
                 head_dim: D,
                 formats,
+                routed: (kind == Kind::Routed).then_some(Routed {
+                    experts: EXPERTS as usize,
+                    top_k: TOP_K as usize,
+                    normalize: true,
+                }),
                 eps: EPS,
                 qk_norm: gemma.then_some(1e-6),
                 attn_out_norm: gemma,
@@ -366,6 +432,37 @@ mod tests {
             let (w, s, b) = &self.products[j];
             let f = self.config.formats[j];
             qmm::affine_qmm(x, w, s, b, f.group_size, f.bits, true).unwrap()
+        }
+
+        /// Routed experts from MLX ops and afm's gather primitive (`x`:
+        /// `[l, DIM]`): the router's softmax, each row's top k by argsort,
+        /// their weights renormalised, the experts' gated MLPs, the sum.
+        fn experts(&self, x: &Array) -> Array {
+            let l = x.dim(0);
+            let probs = softmax_axis(self.product(2, x), -1, true).unwrap();
+            let chosen = argsort_axis(probs.negative().unwrap(), -1)
+                .unwrap()
+                .index((.., ..TOP_K));
+            let scores = probs.take_along_axis(&chosen, -1).unwrap();
+            let scores = scores.divide(sum_axis(&scores, -1, true).unwrap()).unwrap();
+            let gather = |j: usize, x: &Array, chosen: &Array| {
+                let (w, s, b) = &self.products[j];
+                let f = self.config.formats[j];
+                qmm::gather_affine_qmm(x, w, s, b, chosen, f.group_size, f.bits, true).unwrap()
+            };
+            let gate = gather(3, x, &chosen);
+            let up = gather(4, x, &chosen);
+            let act = glu::gated(&gate, &up, Act::Silu)
+                .unwrap()
+                .reshape(&[l * TOP_K, EXPERT_HIDDEN])
+                .unwrap();
+            let down = gather(5, &act, &chosen.reshape(&[l * TOP_K, 1]).unwrap())
+                .reshape(&[l, TOP_K, DIM])
+                .unwrap();
+            let weighted = down
+                .multiply(expand_dims_axes(&scores, &[-1]).unwrap())
+                .unwrap();
+            sum_axis(&weighted, 1, false).unwrap()
         }
 
         /// The same layer from MLX ops and afm's single-step primitives, one
@@ -420,9 +517,15 @@ mod tests {
                 o = rms_norm(&o, Some(&self.norms[4]), EPS).unwrap();
             }
             let h = h.add(&o).unwrap();
-            let gu = self.product(2, &rms_norm(&h, Some(&self.norms[1]), EPS).unwrap());
-            let (gate, up) = (gu.index((.., ..HIDDEN)), gu.index((.., HIDDEN..)));
-            let mut down = self.product(3, &glu::gated(&gate, &up, c.act).unwrap());
+            let x = rms_norm(&h, Some(&self.norms[1]), EPS).unwrap();
+            let mut down = match c.routed {
+                Some(_) => self.experts(&x),
+                None => {
+                    let gu = self.product(2, &x);
+                    let (gate, up) = (gu.index((.., ..HIDDEN)), gu.index((.., HIDDEN..)));
+                    self.product(3, &glu::gated(&gate, &up, c.act).unwrap())
+                }
+            };
             if c.ffn_out_norm {
                 down = rms_norm(&down, Some(&self.norms[5]), EPS).unwrap();
             }
@@ -437,14 +540,14 @@ mod tests {
     }
 
     /// A decode group of three (slots out of order), a prefill chunk of
-    /// five, and a pass mixing the two, both layer forms (llama's; Gemma's norms, GELU and window),
-    /// against the layer built from MLX ops: the hidden rows and the store
-    /// agree to f32 rounding.
+    /// five, and a pass mixing the two, every layer form (llama's; Gemma's
+    /// norms, GELU and window; routed experts), against the layer built
+    /// from MLX ops: the hidden rows and the store agree to f32 rounding.
     #[test]
     fn matches_the_layer_built_from_mlx_ops() {
         assert!(path().is_primitive(), "{}", path());
-        for gemma in [false, true] {
-            let layer = Layer::new(gemma);
+        for kind in KINDS {
+            let layer = Layer::new(kind);
             let cases = [
                 Rows {
                     slots: vec![2, 0, 3],
@@ -480,7 +583,7 @@ mod tests {
                     .reshape(&[1, n, DIM])
                     .unwrap();
                 let scale = want.abs().unwrap().max(None).unwrap().item_exact::<f32>();
-                let what = format!("gemma {gemma}, {rows:?}");
+                let what = format!("{kind:?}, {rows:?}");
                 let d = max_diff(&got, &want);
                 assert!(d <= 1e-5 * scale, "{what}: hidden rows differ by {d}");
                 assert!(max_diff(&got_k, &want_store.0) <= 1e-5, "{what}: keys");
@@ -493,8 +596,8 @@ mod tests {
     /// keys and values too: no row reads a batch neighbour.
     #[test]
     fn a_row_is_what_it_gives_alone() {
-        for gemma in [false, true] {
-            let layer = Layer::new(gemma);
+        for kind in KINDS {
+            let layer = Layer::new(kind);
             let rows = Rows {
                 slots: vec![2, 0, 3],
                 offsets: vec![5, 1, 9],
@@ -512,7 +615,7 @@ mod tests {
                 let (keys, values) = store();
                 let row = |a: &Array| a.index((.., i as i32..i as i32 + 1, ..));
                 let (one, one_k, one_v) = layer.run(&row(&h), keys, values, &alone);
-                let what = format!("gemma {gemma}, row {i}");
+                let what = format!("{kind:?}, row {i}");
                 assert_eq!(max_diff(&row(&all), &one), 0.0, "{what}: hidden row");
                 let s = rows.slots[i];
                 let slot = |a: &Array| a.index(s..s + 1);
@@ -532,7 +635,7 @@ mod tests {
     /// evaluated.
     #[test]
     fn the_store_is_updated_in_place_only_when_no_one_else_holds_it() {
-        let layer = Layer::new(false);
+        let layer = Layer::new(Kind::Llama);
         let rows = Rows {
             slots: vec![1],
             offsets: vec![2],
@@ -574,7 +677,7 @@ mod tests {
     /// its capacity.
     #[test]
     fn a_bad_call_is_an_error_naming_it() {
-        let layer = Layer::new(false);
+        let layer = Layer::new(Kind::Llama);
         let h = uniform(&[1, 1, DIM], 1.0, 43);
         let (keys, values) = store();
         let inputs = layer.inputs(&h, &keys, &values);

@@ -7,7 +7,7 @@ use mlx_rs::Array;
 use super::forward::ForwardContext;
 use crate::cpu::glu::Act;
 use crate::error::Result;
-use crate::layers::{FusedLinear, Linear};
+use crate::layers::{FusedLinear, Linear, QuantizedWeight};
 
 /// A layer's feed-forward block.
 pub trait FeedForward {
@@ -23,11 +23,18 @@ pub trait FeedForward {
         true
     }
 
-    /// The block's parts when it is a plain gated MLP, which a whole-layer
-    /// primitive can run (`models::fused_layer`); `None` for any other.
-    fn gated_parts(&self) -> Option<GatedParts<'_>> {
+    /// The block's parts when a whole-layer primitive can run it
+    /// (`models::fused_layer`): a plain gated MLP, or routed experts kept
+    /// packed; `None` for any other.
+    fn layer_parts(&self) -> Option<LayerParts<'_>> {
         None
     }
+}
+
+/// A feed-forward block as a whole-layer primitive takes it.
+pub enum LayerParts<'a> {
+    Gated(GatedParts<'a>),
+    Routed(RoutedParts<'a>),
 }
 
 /// A gated MLP as a whole-layer primitive takes it: `down(act(gate(x)) *
@@ -35,5 +42,19 @@ pub trait FeedForward {
 pub struct GatedParts<'a> {
     pub gate_up: &'a FusedLinear,
     pub down: &'a Linear,
+    pub act: Act,
+}
+
+/// Routed experts as a whole-layer primitive takes them: a softmax router,
+/// each row's `top_k` experts (their weights renormalised over the k when
+/// `normalize`), each expert `down(act(gate(x)) * up(x))` from stacks
+/// `[experts, out, in]`.
+pub struct RoutedParts<'a> {
+    pub router: &'a Linear,
+    pub gate: &'a QuantizedWeight,
+    pub up: &'a QuantizedWeight,
+    pub down: &'a QuantizedWeight,
+    pub top_k: usize,
+    pub normalize: bool,
     pub act: Act,
 }

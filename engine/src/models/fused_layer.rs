@@ -1,20 +1,21 @@
-//! A decoder layer (attention, then a gated MLP) as ONE op on the CPU:
+//! A decoder layer (attention, then a gated MLP or routed experts) as ONE
+//! op on the CPU:
 //! afm's whole-layer primitive ([`cpu::layer`]), where the layer's parts
 //! are ones it runs. Built at load beside the layer's op-graph form, which
 //! stays the route for everything else: Metal, `AFM_LAYER=off`, layers it
 //! does not take (output-gated, KV-sharing, partial or explicit-frequency
-//! RoPE, value norms, dense or unsupported weights, routed experts,
-//! recurrent mixers). A layer that takes it does so in every pass (decoding
+//! RoPE, value norms, dense or unsupported weights, a shared expert beside
+//! the routed ones, recurrent mixers). A layer that takes it does so in every pass (decoding
 //! rows, prefill chunks or both), so a row's arithmetic never depends on
 //! what else shares its pass.
 
 use mlx_rs::Array;
 
-use super::feed_forward::FeedForward;
+use super::feed_forward::{FeedForward, LayerParts};
 use super::forward::ForwardContext;
 use super::self_attention::SelfAttention;
 use crate::cpu;
-use crate::cpu::layer::{Config, Format, Rows};
+use crate::cpu::layer::{Config, Format, Routed, Rows};
 use crate::error::Result;
 use crate::layers::{FusedLinear, Linear, QuantizedWeight};
 
@@ -56,13 +57,27 @@ impl FusedLayer {
             return None;
         }
         let (qkv, o) = attention.projections();
-        let mlp = ffn.gated_parts()?;
-        let packed = [
-            one(qkv)?,
-            o.packed()?,
-            one(mlp.gate_up)?,
-            mlp.down.packed()?,
-        ];
+        let mut packed = vec![one(qkv)?, o.packed()?];
+        let (act, routed) = match ffn.layer_parts()? {
+            LayerParts::Gated(mlp) => {
+                packed.extend([one(mlp.gate_up)?, mlp.down.packed()?]);
+                (mlp.act, None)
+            }
+            LayerParts::Routed(experts) => {
+                packed.extend([
+                    experts.router.packed()?,
+                    experts.gate,
+                    experts.up,
+                    experts.down,
+                ]);
+                let routed = Routed {
+                    experts: experts.gate.weight.dim(0) as usize,
+                    top_k: experts.top_k,
+                    normalize: experts.normalize,
+                };
+                (experts.act, Some(routed))
+            }
+        };
         let mut weights = vec![norms.attn.clone()];
         for (i, q) in packed.iter().enumerate() {
             if i == 2 {
@@ -81,10 +96,14 @@ impl FusedLayer {
             heads: spec.heads,
             kv_heads: spec.kv_heads,
             head_dim: spec.head_dim,
-            formats: packed.map(|q| Format {
-                bits: q.bits,
-                group_size: q.group_size,
-            }),
+            formats: packed
+                .iter()
+                .map(|q| Format {
+                    bits: q.bits,
+                    group_size: q.group_size,
+                })
+                .collect(),
+            routed,
             eps: norms.eps,
             qk_norm,
             attn_out_norm: norms.attn_out.is_some(),
@@ -93,7 +112,7 @@ impl FusedLayer {
             rope_traditional: spec.rope_traditional,
             scale: spec.scale,
             window: spec.window,
-            act: mlp.act,
+            act,
         };
         Some(FusedLayer { weights, config })
     }

@@ -4,7 +4,7 @@
 
 use mlx_rs::Array;
 
-use super::feed_forward::{FeedForward, GatedParts};
+use super::feed_forward::{FeedForward, GatedParts, LayerParts};
 use super::forward::ForwardContext;
 use crate::cpu;
 use crate::error::Result;
@@ -34,7 +34,7 @@ impl Activation {
     }
 
     /// The same activation as afm's CPU kernels name it.
-    fn cpu(self) -> cpu::glu::Act {
+    pub fn cpu(self) -> cpu::glu::Act {
         match self {
             Activation::Silu => cpu::glu::Act::Silu,
             Activation::GeluTanh => cpu::glu::Act::GeluTanh,
@@ -76,11 +76,11 @@ impl FeedForward for GatedMlp {
         out
     }
 
-    fn gated_parts(&self) -> Option<GatedParts<'_>> {
-        Some(GatedParts {
+    fn layer_parts(&self) -> Option<LayerParts<'_>> {
+        Some(LayerParts::Gated(GatedParts {
             gate_up: &self.gate_up,
             down: &self.down,
             act: self.activation.cpu(),
-        })
+        }))
     }
 }

@@ -15,7 +15,7 @@ use mlx_rs::ops::{
 };
 use mlx_rs::Array;
 
-use super::feed_forward::FeedForward;
+use super::feed_forward::{FeedForward, LayerParts, RoutedParts};
 use super::forward::ForwardContext;
 use super::gated_mlp::{Activation, GatedMlp};
 use crate::cpu::qmm;
@@ -352,6 +352,20 @@ impl FeedForward for SparseMoe {
     /// router row-blocked like every projection, the experts decide.
     fn batch_invariant(&self) -> bool {
         self.experts.row_independent()
+    }
+
+    /// Where afm's primitive multiplies every stack.
+    fn layer_parts(&self) -> Option<LayerParts<'_>> {
+        let (gate, up, down) = self.experts.on_primitive()?;
+        Some(LayerParts::Routed(RoutedParts {
+            router: &self.router,
+            gate,
+            up,
+            down,
+            top_k: self.top_k as usize,
+            normalize: self.normalize,
+            act: self.experts.activation.cpu(),
+        }))
     }
 }
 
