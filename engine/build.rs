@@ -50,6 +50,8 @@ fn main() {
         "glu_avx2.cpp",
         "layer.cpp",
         "layer.h",
+        "delta_net.cpp",
+        "delta_net.h",
         "simd_avx2.h",
     ] {
         println!("cargo:rerun-if-changed={}", src.join(f).display());
@@ -99,6 +101,7 @@ fn main() {
                 "attention.cpp",
                 "glu.cpp",
                 "layer.cpp",
+                "delta_net.cpp",
                 "thread_pool.cpp",
                 "primitive.cpp",
             ]

@@ -12,6 +12,7 @@
 #include "mlx/transforms.h"
 #include "mlx/version.h"
 #include "attention.h"
+#include "delta_net.h"
 #include "glu.h"
 #include "layer.h"
 #include "qmm_affine.h"
@@ -624,6 +625,81 @@ bool DecoderLayer::is_equivalent(const mx::Primitive& other) const {
       o->lens_ == lens_;
 }
 
+std::vector<mx::array> gated_delta_net(const std::vector<mx::array>& in, int key_heads, int value_heads, int key_dim,
+                                 int value_dim, mx::StreamOrDevice s) {
+  const auto stream = cpu_stream("gated_delta_net", s);
+  const std::string at = "[gated_delta_net] ";
+  if (in.size() != 6) throw std::invalid_argument(at + "takes x, conv_state, state, conv_w, decay and dt_bias");
+  if (key_heads <= 0 || value_heads <= 0 || key_dim <= 0 || value_dim <= 0 || value_heads % key_heads != 0)
+    throw std::invalid_argument(at + "value heads must be a multiple of the key heads");
+  const int64_t conv_dim = 2 * int64_t(key_heads) * key_dim + int64_t(value_heads) * value_dim;
+  const auto& x = in[0];
+  const auto& conv_w = in[3];
+  if (conv_w.ndim() != 2 || conv_w.shape(1) != conv_dim || conv_w.shape(0) < 2 ||
+      conv_w.shape(0) > delta_net::kMaxKernel)
+    throw std::invalid_argument(at + "conv_w must be [kernel, conv_dim], kernel 2 to 8");
+  const int kernel = conv_w.shape(0);
+  if (x.ndim() != 3 || x.shape(2) != conv_dim + 2 * value_heads)
+    throw std::invalid_argument(at + "x must be [n, l, conv_dim + 2 * value_heads]");
+  const int n = x.shape(0);
+  if (in[1].shape() != mx::Shape{n, kernel - 1, int(conv_dim)})
+    throw std::invalid_argument(at + "conv_state must be [n, kernel - 1, conv_dim]");
+  if (in[2].shape() != mx::Shape{n, value_heads, value_dim, key_dim})
+    throw std::invalid_argument(at + "state must be [n, value_heads, value_dim, key_dim]");
+  if (in[4].size() != size_t(value_heads) || in[5].size() != size_t(value_heads))
+    throw std::invalid_argument(at + "decay and dt_bias must hold one value per value head");
+  std::vector<mx::array> inputs;
+  for (auto& a : in) inputs.push_back(as_f32(a, stream));
+  auto prim = std::make_shared<DeltaNet>(stream, key_heads, value_heads, key_dim, value_dim);
+  auto shapes = prim->output_shapes(inputs);
+  return mx::array::make_arrays(std::move(shapes), {mx::float32, mx::float32, mx::float32}, prim, inputs);
+}
+
+std::vector<mx::Shape> DeltaNet::output_shapes(const std::vector<mx::array>& inputs) {
+  return {{inputs[0].shape(0), inputs[0].shape(1), value_heads_ * value_dim_}, inputs[1].shape(), inputs[2].shape()};
+}
+
+void DeltaNet::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  for (auto& out : outputs) out.set_data(mx::allocator::malloc(out.nbytes()));
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  for (auto& in : inputs) encoder.set_input_array(in);
+  for (auto& out : outputs) encoder.set_output_array(out);
+  delta_net::Problem p{};
+  p.n = inputs[0].shape(0);
+  p.l = inputs[0].shape(1);
+  p.key_heads = key_heads_;
+  p.value_heads = value_heads_;
+  p.key_dim = key_dim_;
+  p.value_dim = value_dim_;
+  p.kernel = inputs[3].shape(0);
+  p.y = outputs[0].data<float>();
+  p.conv_state_out = outputs[1].data<float>();
+  p.state_out = outputs[2].data<float>();
+  std::vector<View> views;
+  for (auto& in : inputs) views.push_back(view_of(in));
+  encoder.dispatch([p, views = std::move(views)]() mutable {
+    std::vector<std::vector<char>> bufs(views.size());
+    auto f32 = [&](int i) { return static_cast<const float*>(dense(views[size_t(i)], bufs[size_t(i)])); };
+    p.x = f32(0);
+    p.conv_state = f32(1);
+    p.state = f32(2);
+    p.conv_w = f32(3);
+    p.decay = f32(4);
+    p.dt_bias = f32(5);
+    delta_net::run(p);
+  });
+}
+
+void DeltaNet::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error("[AfmDeltaNet] has no GPU implementation; the engine builds it from MLX ops there");
+}
+
+bool DeltaNet::is_equivalent(const mx::Primitive& other) const {
+  auto* o = dynamic_cast<const DeltaNet*>(&other);
+  return o && o->key_heads_ == key_heads_ && o->value_heads_ == value_heads_ && o->key_dim_ == key_dim_ &&
+      o->value_dim_ == value_dim_;
+}
+
 } // namespace afm
 
 // ---------------------------------------------------------------------------
@@ -748,6 +824,34 @@ extern "C" int afm_decoder_layer(
     auto outs = afm::decoder_layer(in, *cfg, std::vector<int32_t>(slots, slots + n),
                                    std::vector<int32_t>(offsets, offsets + n),
                                    std::vector<int32_t>(lens, lens + n), sd);
+    for (int j = 0; j < 3; ++j) {
+      if (res[j].ctx) *static_cast<mx::array*>(res[j].ctx) = std::move(outs[size_t(j)]);
+      else res[j].ctx = new mx::array(std::move(outs[size_t(j)]));
+    }
+    g_last_error.clear();
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}
+
+extern "C" int afm_delta_net(
+    afm_mlx_array* res,
+    const afm_mlx_array* inputs,
+    int n_inputs,
+    int key_heads,
+    int value_heads,
+    int key_dim,
+    int value_dim,
+    afm_mlx_stream s) {
+  try {
+    if (!res || n_inputs < 0 || (n_inputs > 0 && !inputs))
+      throw std::invalid_argument("[afm_delta_net] res and inputs must be given");
+    mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
+    if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
+    std::vector<mx::array> in;
+    for (int i = 0; i < n_inputs; ++i) in.push_back(get(inputs[i]));
+    auto outs = afm::gated_delta_net(in, key_heads, value_heads, key_dim, value_dim, sd);
     for (int j = 0; j < 3; ++j) {
       if (res[j].ctx) *static_cast<mx::array*>(res[j].ctx) = std::move(outs[size_t(j)]);
       else res[j].ctx = new mx::array(std::move(outs[size_t(j)]));

@@ -178,6 +178,36 @@ class GatedActivation : public mx::Primitive {
   int act_;
 };
 
+// The Gated DeltaNet recurrence over a chunk (delta_net.h): inputs x [n, l,
+// conv_dim + 2 * value_heads] (q, k, v, then b and a), conv_state [n,
+// kernel - 1, conv_dim], state [n, value_heads, value_dim, key_dim],
+// conv_w [kernel, conv_dim], decay and dt_bias [value_heads], all f32;
+// returns {y [n, l, value_heads * value_dim], conv_state, state}, the new
+// states. CPU streams only; throws std::invalid_argument on bad shapes.
+std::vector<mx::array> gated_delta_net(const std::vector<mx::array>& inputs, int key_heads, int value_heads,
+                                 int key_dim, int value_dim, mx::StreamOrDevice s = {});
+
+class DeltaNet : public mx::Primitive {
+ public:
+  DeltaNet(mx::Stream stream, int key_heads, int value_heads, int key_dim, int value_dim)
+      : mx::Primitive(stream), key_heads_(key_heads), value_heads_(value_heads), key_dim_(key_dim),
+        value_dim_(value_dim) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override;
+
+  const char* name() const override {
+    return "AfmDeltaNet";
+  }
+
+  bool is_equivalent(const mx::Primitive& other) const override;
+
+ private:
+  int key_heads_, value_heads_, key_dim_, value_dim_;
+};
+
 } // namespace afm
 
 // The C form of a decoder layer's fixed parameters (afm_decoder_layer); the
@@ -330,6 +360,19 @@ int afm_decoder_layer(
     const int32_t* offsets,
     const int32_t* lens,
     int n,
+    afm_mlx_stream s);
+
+// afm::gated_delta_net over mlx-c handles: `inputs` the six arrays in the
+// order gated_delta_net takes; `res` three result handles (y, conv_state, state). Same
+// error conventions as afm_affine_qmm.
+int afm_delta_net(
+    afm_mlx_array* res,
+    const afm_mlx_array* inputs,
+    int n_inputs,
+    int key_heads,
+    int value_heads,
+    int key_dim,
+    int value_dim,
     afm_mlx_stream s);
 
 // The operations an evaluation of `a` would run: the distinct primitives of

@@ -281,14 +281,13 @@ mod ffi {
 #[cfg(all(test, not(target_os = "macos")))]
 mod tests {
     use super::*;
-    use crate::cpu::test_support::max_diff;
+    use crate::cpu::test_support::{max_diff, uniform};
     use crate::cpu::{attention, glu, qmm};
     use mlx_rs::fast::{rms_norm, rope};
     use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
     use mlx_rs::ops::{
         argsort_axis, concatenate, expand_dims_axes, quantize, softmax_axis, sum_axis,
     };
-    use rand_core::{RngCore, SeedableRng};
 
     const DIM: i32 = 64;
     const HEADS: usize = 4;
@@ -302,15 +301,6 @@ mod tests {
     const SLOTS: i32 = 4;
     const CAP: i32 = 16;
     const EPS: f32 = 1e-5;
-
-    fn uniform(shape: &[i32], half: f32, seed: u64) -> Array {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let n: i32 = shape.iter().product();
-        let v: Vec<f32> = (0..n)
-            .map(|_| half * ((rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0))
-            .collect();
-        Array::from_slice(&v, shape)
-    }
 
     /// The layer forms the tests cover.
     #[derive(Debug, Clone, Copy, PartialEq)]

@@ -3,13 +3,15 @@
 //! weights packed (MLX's own is a scalar loop on x86); [`attention`],
 //! which reads the batch KV store in place with a vectorized softmax;
 //! [`glu`], the MLP's gated activation with a vectorized `exp`; [`layer`],
-//! a whole decoder layer as one primitive over those kernels; and the C
+//! a whole decoder layer as one primitive over those kernels;
+//! [`delta_net`], the Gated DeltaNet recurrence of a chunk as one; and the C
 //! heap's policy ([`heap`]), since MLX's CPU arrays are plain `malloc`.
 //! Depends on nothing in the engine but its error type; `loading` and
 //! `models::forward` call it.
 
 pub mod attention;
 pub mod blas;
+pub mod delta_net;
 pub mod glu;
 pub mod heap;
 pub mod layer;
@@ -88,6 +90,17 @@ pub fn graph_ops(a: &mlx_rs::Array, name: Option<&str>) -> Option<usize> {
 #[cfg(all(test, not(target_os = "macos")))]
 mod test_support {
     use mlx_rs::Array;
+    use rand_core::{RngCore, SeedableRng};
+
+    /// `shape` filled from U(-half, half) with a fixed seed.
+    pub fn uniform(shape: &[i32], half: f32, seed: u64) -> Array {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let n: i32 = shape.iter().product();
+        let v: Vec<f32> = (0..n)
+            .map(|_| half * ((rng.next_u32() >> 8) as f32 / (1u32 << 23) as f32 - 1.0))
+            .collect();
+        Array::from_slice(&v, shape)
+    }
 
     /// The largest `|a - b|` over all elements.
     pub fn max_diff(a: &Array, b: &Array) -> f32 {

@@ -9,9 +9,11 @@
 //! output goes through a gated RMSNorm (`rms_norm(y) * silu(z)`) and the
 //! output projection. Conv and delta states are f32.
 //!
-//! The recurrence runs as MLX ops, one set per token of a chunk (as
-//! mlx-lm's CPU path does): a decode step costs one set for the whole
-//! decode group; a prefill chunk of `l` tokens costs `l` sets.
+//! On the CPU the recurrence of a chunk is one op, afm's primitive
+//! ([`cpu::delta_net`]); elsewhere (Metal, `AFM_LAYER=off`) it runs as MLX
+//! ops, one set per token of a chunk (as mlx-lm's CPU path does): a decode
+//! step costs one set for the whole decode group; a prefill chunk of `l`
+//! tokens costs `l` sets.
 
 use mlx_rs::fast::rms_norm;
 use mlx_rs::ops::indexing::IndexOp;
@@ -20,6 +22,7 @@ use mlx_rs::Array;
 
 use super::forward::{ForwardContext, States};
 use super::kv_layout::RecurrentLayer;
+use crate::cpu;
 use crate::error::{EngineError, Result};
 use crate::layers::{FusedLinear, Linear};
 use crate::loading::config::HyperParams;
@@ -198,6 +201,23 @@ impl GatedDeltaNet {
     /// b, a) from `(conv, delta)`.
     fn step(&self, x: &Array, (conv_state, mut state): States) -> Result<(Array, States)> {
         let d = &self.dims;
+        if cpu::layer::path().is_primitive() {
+            let dims = cpu::delta_net::Dims {
+                key_heads: d.key_heads,
+                value_heads: d.value_heads,
+                key_dim: d.key_dim,
+                value_dim: d.value_dim,
+            };
+            let (y, conv, state) = cpu::delta_net::delta_net(
+                x,
+                (&conv_state, &state),
+                &self.conv,
+                &self.decay_rate,
+                &self.dt_bias,
+                dims,
+            )?;
+            return Ok((y, (conv, state)));
+        }
         let (n, l) = (x.dim(0), x.dim(1));
         let (c, hv) = (d.conv_dim() as i32, d.value_heads as i32);
         let kernel = d.conv_kernel as i32;
