@@ -249,6 +249,55 @@ void GatherAffineQmm::eval_cpu(const std::vector<mx::array>& inputs, std::vector
   });
 }
 
+mx::array embedding_rows(const mx::array& ids, const mx::array& w, const mx::array& scales,
+                         const mx::array& biases, int group_size, int bits, mx::StreamOrDevice s) {
+  const auto stream = cpu_stream("embedding_rows", s);
+  if (ids.dtype() != mx::uint32 && ids.dtype() != mx::int32)
+    throw std::invalid_argument("[embedding_rows] ids must be uint32 or int32");
+  if (w.ndim() != 2) throw std::invalid_argument("[embedding_rows] w must be [V, K * bits / 32]");
+  const int64_t k = int64_t(w.shape(1)) * 32 / (bits > 0 ? bits : 32);
+  check_format("embedding_rows", k, w, scales, biases, group_size, bits);
+  auto shape = ids.shape();
+  shape.push_back(int(k));
+  return mx::array(std::move(shape), mx::float32, std::make_shared<EmbeddingRows>(stream, group_size, bits),
+                   {ids, w, scales, biases});
+}
+
+void EmbeddingRows::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  auto& out = outputs[0];
+  auto& encoder = start_eval(stream(), inputs, out);
+  qmm::AffineMatrix m{};
+  m.scale_type = scale_type(inputs[2].dtype());
+  m.n = inputs[1].shape(0);
+  m.k = out.shape(-1);
+  m.bits = bits_;
+  m.group_size = group_size_;
+  encoder.dispatch([ids = view_of(inputs[0]), w = view_of(inputs[1]), sc = view_of(inputs[2]),
+                    bi = view_of(inputs[3]), y = out.data<float>(), n = int64_t(inputs[0].size()), m]() mutable {
+    std::vector<char> ib, wb, sb, bb;
+    m.w = static_cast<const uint32_t*>(dense(w, wb));
+    m.scales = dense(sc, sb);
+    m.biases = dense(bi, bb);
+    // int32 ids are read as uint32: a negative one is out of range either way.
+    qmm::dequantize_rows(m, static_cast<const uint32_t*>(dense(ids, ib)), n, y);
+  });
+}
+
+void EmbeddingRows::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error("[AfmEmbeddingRows] has no GPU implementation; the engine takes and dequantizes on Metal");
+}
+
+std::vector<mx::Shape> EmbeddingRows::output_shapes(const std::vector<mx::array>& inputs) {
+  auto shape = inputs[0].shape();
+  shape.push_back(int(int64_t(inputs[1].shape(1)) * 32 / bits_));
+  return {shape};
+}
+
+bool EmbeddingRows::is_equivalent(const mx::Primitive& other) const {
+  auto* o = dynamic_cast<const EmbeddingRows*>(&other);
+  return o && o->group_size_ == group_size_ && o->bits_ == bits_;
+}
+
 void GatherAffineQmm::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
   throw std::runtime_error("[AfmGatherAffineQmm] has no GPU implementation; use mx::gather_qmm on Metal");
 }
@@ -773,6 +822,20 @@ extern "C" int afm_gather_affine_qmm(
   return entry("afm_gather_affine_qmm", res, s, [&](mx::StreamOrDevice sd) {
     return afm::gather_affine_qmm(get(x), get(w), get(scales), get(biases), get(indices), group_size, bits,
                                   blas_min_rows, sd);
+  });
+}
+
+extern "C" int afm_embedding_rows(
+    afm_mlx_array* res,
+    afm_mlx_array ids,
+    afm_mlx_array w,
+    afm_mlx_array scales,
+    afm_mlx_array biases,
+    int group_size,
+    int bits,
+    afm_mlx_stream s) {
+  return entry("afm_embedding_rows", res, s, [&](mx::StreamOrDevice sd) {
+    return afm::embedding_rows(get(ids), get(w), get(scales), get(biases), group_size, bits, sd);
   });
 }
 

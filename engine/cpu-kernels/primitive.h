@@ -110,6 +110,35 @@ class GatherAffineQmm : public mx::Primitive {
   int blas_min_rows_;
 };
 
+// Rows `ids` (uint32 or int32, any shape) of a quantized table (a token
+// embedding), dequantized (qmm::dequantize_rows): [..., K] f32. w: uint32
+// [V, K*bits/32]; scales, biases: [V, K/group_size]. One op where MLX's
+// take and dequantize are ~45 on the CPU. An id outside [0, V) gives a row
+// of NaN. CPU streams only; throws std::invalid_argument on bad shapes.
+mx::array embedding_rows(const mx::array& ids, const mx::array& w, const mx::array& scales,
+                         const mx::array& biases, int group_size, int bits, mx::StreamOrDevice s = {});
+
+class EmbeddingRows : public mx::Primitive {
+ public:
+  EmbeddingRows(mx::Stream stream, int group_size, int bits)
+      : mx::Primitive(stream), group_size_(group_size), bits_(bits) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override;
+
+  const char* name() const override {
+    return "AfmEmbeddingRows";
+  }
+
+  bool is_equivalent(const mx::Primitive& other) const override;
+
+ private:
+  int group_size_;
+  int bits_;
+};
+
 // softmax(scale · q kᵀ) v for each query over the keys it sees, reading k and
 // v where they lie (attention.h). q: [n, heads, l, d] f32; k, v: [slots,
 // kv_heads, capacity, d] f32, last dimension contiguous (a whole batch KV
@@ -360,6 +389,18 @@ int afm_decoder_layer(
     const int32_t* offsets,
     const int32_t* lens,
     int n,
+    afm_mlx_stream s);
+
+// afm::embedding_rows over mlx-c handles; same conventions as
+// afm_affine_qmm.
+int afm_embedding_rows(
+    afm_mlx_array* res,
+    afm_mlx_array ids,
+    afm_mlx_array w,
+    afm_mlx_array scales,
+    afm_mlx_array biases,
+    int group_size,
+    int bits,
     afm_mlx_stream s);
 
 // afm::gated_delta_net over mlx-c handles: `inputs` the six arrays in the

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <dlfcn.h>
+#include <limits>
 
 #include "qmm_affine_impl.h"
 #include "thread_pool.h"
@@ -297,6 +298,14 @@ Sgemm sgemm() {
 
 bool sgemm_available() {
   return sgemm() != nullptr;
+}
+
+void dequantize_rows(const AffineMatrix& w, const uint32_t* ids, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = out + i * w.k;
+    if (ids[i] >= uint64_t(w.n)) std::fill(row, row + w.k, std::numeric_limits<float>::quiet_NaN());
+    else detail::dequant_rows_scalar(w, ids[i], ids[i] + 1, row);
+  }
 }
 
 void matmul_dequant_sgemm(const float* x, int64_t m, const AffineMatrix& w, float* y, Path path) {

@@ -67,6 +67,11 @@ void matmul(
     float* y,
     Path path = Path::Auto);
 
+// Rows `ids[0..n)` of W dequantized into out ([n, k] f32): scale · q + bias
+// in f32, as MLX's dequantize computes it with f32 scales (a token
+// embedding's lookup). An id outside [0, n) of W gives a row of NaN.
+void dequantize_rows(const AffineMatrix& w, const uint32_t* ids, int64_t n, float* out);
+
 // Whether the process has a CBLAS sgemm (the BLAS libmlx uses is loaded
 // with it; looked up once with dlsym).
 bool sgemm_available();

@@ -4,6 +4,7 @@ use mlx_rs::ops::dequantize;
 use mlx_rs::Array;
 
 use super::linear::Linear;
+use crate::cpu::qmm;
 use crate::error::Result;
 
 /// A token embedding table; doubles as the LM head when embeddings are tied.
@@ -15,6 +16,16 @@ impl Embedding {
     pub fn lookup(&self, ids: &Array) -> Result<Array> {
         Ok(match &self.0 {
             Linear::Dense(w) => w.take_axis(ids, 0)?,
+            // One op on the CPU (MLX's take and dequantize are ~45 there),
+            // the same values.
+            Linear::Quantized(q) if q.runs_on_primitive() => qmm::embedding_rows(
+                ids,
+                &q.weight,
+                &q.scales,
+                q.biases.as_ref().expect("checked by runs_on_primitive"),
+                q.group_size,
+                q.bits,
+            )?,
             Linear::Quantized(q) => {
                 // The rows only, dequantized exactly as QuantizedWeight does.
                 let rows = |a: &Array| a.take_axis(ids, 0);
