@@ -773,22 +773,40 @@ mx::array& get(afm_mlx_array a) {
   return *static_cast<mx::array*>(a.ctx);
 }
 
-// Every entry point: builds the op on the given stream (NULL: the default CPU
-// one) into *res by mlx-c's convention, or records why it could not.
+// Every entry point: builds the op's outputs on the given stream (NULL: the
+// default CPU one) into res[0..n) by mlx-c's convention, or records why it
+// could not.
 template <class Build>
-int entry(const char* name, afm_mlx_array* res, afm_mlx_stream s, Build build) {
+int entry_n(const char* name, afm_mlx_array* res, size_t n, afm_mlx_stream s, Build build) {
   try {
     if (!res) throw std::invalid_argument(std::string("[") + name + "] res is NULL");
     mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
     if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
-    mx::array y = build(sd);
-    if (res->ctx) *static_cast<mx::array*>(res->ctx) = std::move(y);
-    else res->ctx = new mx::array(std::move(y));
+    std::vector<mx::array> outs = build(sd);
+    for (size_t j = 0; j < n; ++j) {
+      if (res[j].ctx) *static_cast<mx::array*>(res[j].ctx) = std::move(outs[j]);
+      else res[j].ctx = new mx::array(std::move(outs[j]));
+    }
     g_last_error.clear();
     return 0;
   } catch (const std::exception& e) {
     return fail(e.what());
   }
+}
+
+// An entry point of a one-output op.
+template <class Build>
+int entry(const char* name, afm_mlx_array* res, afm_mlx_stream s, Build build) {
+  return entry_n(name, res, 1, s, [&](mx::StreamOrDevice sd) { return std::vector<mx::array>{build(sd)}; });
+}
+
+// The n arrays behind `handles`.
+std::vector<mx::array> arrays(const afm_mlx_array* handles, int n) {
+  if (n < 0 || (n > 0 && !handles)) throw std::invalid_argument("[afm] inputs must be given");
+  std::vector<mx::array> in;
+  in.reserve(size_t(n));
+  for (int i = 0; i < n; ++i) in.push_back(get(handles[i]));
+  return in;
 }
 
 } // namespace
@@ -874,28 +892,14 @@ extern "C" int afm_decoder_layer(
     const int32_t* lens,
     int n,
     afm_mlx_stream s) {
-  try {
-    if (!res || !cfg || n_inputs < 0 || (n_inputs > 0 && !inputs))
-      throw std::invalid_argument("[afm_decoder_layer] res, cfg and inputs must be given");
+  return entry_n("afm_decoder_layer", res, 3, s, [&](mx::StreamOrDevice sd) {
+    if (!cfg) throw std::invalid_argument("[afm_decoder_layer] cfg must be given");
     if (n < 0 || (n > 0 && (!slots || !offsets || !lens)))
       throw std::invalid_argument("[afm_decoder_layer] slots, offsets and lens must hold n values");
-    mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
-    if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
-    std::vector<mx::array> in;
-    in.reserve(size_t(n_inputs));
-    for (int i = 0; i < n_inputs; ++i) in.push_back(get(inputs[i]));
-    auto outs = afm::decoder_layer(in, *cfg, std::vector<int32_t>(slots, slots + n),
-                                   std::vector<int32_t>(offsets, offsets + n),
-                                   std::vector<int32_t>(lens, lens + n), sd);
-    for (int j = 0; j < 3; ++j) {
-      if (res[j].ctx) *static_cast<mx::array*>(res[j].ctx) = std::move(outs[size_t(j)]);
-      else res[j].ctx = new mx::array(std::move(outs[size_t(j)]));
-    }
-    g_last_error.clear();
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
+    return afm::decoder_layer(arrays(inputs, n_inputs), *cfg, std::vector<int32_t>(slots, slots + n),
+                              std::vector<int32_t>(offsets, offsets + n), std::vector<int32_t>(lens, lens + n),
+                              sd);
+  });
 }
 
 extern "C" int afm_delta_net(
@@ -907,23 +911,9 @@ extern "C" int afm_delta_net(
     int key_dim,
     int value_dim,
     afm_mlx_stream s) {
-  try {
-    if (!res || n_inputs < 0 || (n_inputs > 0 && !inputs))
-      throw std::invalid_argument("[afm_delta_net] res and inputs must be given");
-    mx::StreamOrDevice sd = mx::Device(mx::Device::cpu);
-    if (s.ctx) sd = *static_cast<mx::Stream*>(s.ctx);
-    std::vector<mx::array> in;
-    for (int i = 0; i < n_inputs; ++i) in.push_back(get(inputs[i]));
-    auto outs = afm::gated_delta_net(in, key_heads, value_heads, key_dim, value_dim, sd);
-    for (int j = 0; j < 3; ++j) {
-      if (res[j].ctx) *static_cast<mx::array*>(res[j].ctx) = std::move(outs[size_t(j)]);
-      else res[j].ctx = new mx::array(std::move(outs[size_t(j)]));
-    }
-    g_last_error.clear();
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
+  return entry_n("afm_delta_net", res, 3, s, [&](mx::StreamOrDevice sd) {
+    return afm::gated_delta_net(arrays(inputs, n_inputs), key_heads, value_heads, key_dim, value_dim, sd);
+  });
 }
 
 extern "C" long afm_graph_ops(afm_mlx_array a, const char* name) {

@@ -44,13 +44,13 @@ pub fn delta_net(
 
 #[cfg(not(target_os = "macos"))]
 mod ffi {
-    use std::ffi::{c_char, c_int, CStr};
+    use std::ffi::c_int;
 
     use mlx_rs::Array;
     use mlx_sys::{mlx_array, mlx_stream};
 
     use super::Dims;
-    use crate::error::{EngineError, Result};
+    use crate::error::Result;
 
     extern "C" {
         fn afm_delta_net(
@@ -63,44 +63,25 @@ mod ffi {
             value_dim: c_int,
             s: mlx_stream,
         ) -> c_int;
-        fn afm_qmm_last_error() -> *const c_char;
     }
 
     pub(super) fn delta_net(inputs: &[&Array], d: Dims) -> Result<(Array, Array, Array)> {
         let handles: Vec<mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
         // SAFETY: the handles come from live mlx-rs Arrays that outlive the
-        // call. `res` starts as three empty handles; on success each holds a
-        // new array that `Array::from_ptr` takes ownership of, on failure
-        // they are freed. The error text lives until this thread's next call.
-        unsafe {
-            let mut res = [
-                mlx_sys::mlx_array_new(),
-                mlx_sys::mlx_array_new(),
-                mlx_sys::mlx_array_new(),
-            ];
-            let stream = mlx_stream {
-                ctx: std::ptr::null_mut(),
-            };
-            let status = afm_delta_net(
-                res.as_mut_ptr(),
+        // call; `res` holds three handles.
+        let [y, conv, state] = crate::cpu::build_ops(|res, s| unsafe {
+            afm_delta_net(
+                res,
                 handles.as_ptr(),
                 handles.len() as c_int,
                 d.key_heads as c_int,
                 d.value_heads as c_int,
                 d.key_dim as c_int,
                 d.value_dim as c_int,
-                stream,
-            );
-            if status != 0 {
-                res.into_iter().for_each(|r| {
-                    mlx_sys::mlx_array_free(r);
-                });
-                let why = CStr::from_ptr(afm_qmm_last_error()).to_string_lossy();
-                return Err(EngineError::Mlx(why.into_owned()));
-            }
-            let [y, conv, state] = res.map(|r| Array::from_ptr(r));
-            Ok((y, conv, state))
-        }
+                s,
+            )
+        })?;
+        Ok((y, conv, state))
     }
 }
 

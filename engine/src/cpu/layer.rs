@@ -129,7 +129,7 @@ pub fn decoder_layer(
 
 #[cfg(not(target_os = "macos"))]
 mod ffi {
-    use std::ffi::{c_char, c_float, c_int, CStr};
+    use std::ffi::{c_float, c_int};
 
     use mlx_rs::Array;
     use mlx_sys::{mlx_array, mlx_stream};
@@ -174,7 +174,6 @@ mod ffi {
             n: c_int,
             s: mlx_stream,
         ) -> c_int;
-        fn afm_qmm_last_error() -> *const c_char;
     }
 
     pub(super) fn decoder_layer(
@@ -222,21 +221,10 @@ mod ffi {
         let handles: Vec<mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
         // SAFETY: the handles come from live mlx-rs Arrays that outlive the
         // call; `slots`, `offsets` and `lens` hold `n` values each and are
-        // copied.
-        // `res` starts as three empty handles; on success each holds a new
-        // array that `Array::from_ptr` takes ownership of, on failure they
-        // are freed. The error text lives until this thread's next call.
-        unsafe {
-            let mut res = [
-                mlx_sys::mlx_array_new(),
-                mlx_sys::mlx_array_new(),
-                mlx_sys::mlx_array_new(),
-            ];
-            let stream = mlx_stream {
-                ctx: std::ptr::null_mut(),
-            };
-            let status = afm_decoder_layer(
-                res.as_mut_ptr(),
+        // copied; `res` holds three handles.
+        let [h, k, v] = crate::cpu::build_ops(|res, s| unsafe {
+            afm_decoder_layer(
+                res,
                 handles.as_ptr(),
                 handles.len() as c_int,
                 &cfg,
@@ -244,18 +232,10 @@ mod ffi {
                 rows.offsets.as_ptr(),
                 rows.lens.as_ptr(),
                 n as c_int,
-                stream,
-            );
-            if status != 0 {
-                res.into_iter().for_each(|r| {
-                    mlx_sys::mlx_array_free(r);
-                });
-                let why = CStr::from_ptr(afm_qmm_last_error()).to_string_lossy();
-                return Err(EngineError::Mlx(why.into_owned()));
-            }
-            let [h, k, v] = res.map(|r| Array::from_ptr(r));
-            Ok((h, k, v))
-        }
+                s,
+            )
+        })?;
+        Ok((h, k, v))
     }
 }
 

@@ -35,23 +35,36 @@ fn switched_path(switch: &str) -> qmm::Path {
 fn build_op(
     call: impl FnOnce(*mut mlx_sys::mlx_array, mlx_sys::mlx_stream) -> std::ffi::c_int,
 ) -> crate::error::Result<mlx_rs::Array> {
+    let [a] = build_ops(call)?;
+    Ok(a)
+}
+
+/// [`build_op`] for an entry point with `N` outputs: `call` gets `N` empty
+/// handles in a row.
+#[cfg(not(target_os = "macos"))]
+fn build_ops<const N: usize>(
+    call: impl FnOnce(*mut mlx_sys::mlx_array, mlx_sys::mlx_stream) -> std::ffi::c_int,
+) -> crate::error::Result<[mlx_rs::Array; N]> {
     extern "C" {
         fn afm_qmm_last_error() -> *const std::ffi::c_char;
     }
-    // SAFETY: `res` starts empty and on success holds a new array that
-    // `Array::from_ptr` takes ownership of; on failure it is freed. The error
-    // text is NUL-terminated and lives until this thread's next call.
+    // SAFETY: `res` starts as N empty handles and on success each holds a
+    // new array that `Array::from_ptr` takes ownership of; on failure they
+    // are freed. The error text is NUL-terminated and lives until this
+    // thread's next call.
     unsafe {
-        let mut res = mlx_sys::mlx_array_new();
+        let mut res: [mlx_sys::mlx_array; N] = std::array::from_fn(|_| mlx_sys::mlx_array_new());
         let stream = mlx_sys::mlx_stream {
             ctx: std::ptr::null_mut(),
         };
-        if call(&mut res, stream) != 0 {
-            mlx_sys::mlx_array_free(res);
+        if call(res.as_mut_ptr(), stream) != 0 {
+            res.into_iter().for_each(|r| {
+                mlx_sys::mlx_array_free(r);
+            });
             let why = std::ffi::CStr::from_ptr(afm_qmm_last_error()).to_string_lossy();
             return Err(crate::error::EngineError::Mlx(why.into_owned()));
         }
-        Ok(mlx_rs::Array::from_ptr(res))
+        Ok(res.map(|r| mlx_rs::Array::from_ptr(r)))
     }
 }
 
