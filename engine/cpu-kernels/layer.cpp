@@ -38,7 +38,7 @@ void rope_angles(const float* inv_freq, int64_t half, float pos, float* cos_out,
   }
 }
 
-// RoPE over one head of `d` features: rotate-half (the first half against
+// RoPE over the first `d` features of a head: rotate-half (the first half against
 // the second) or interleaved pairs.
 void rope_head(float* x, int64_t d, const float* cos_j, const float* sin_j, bool traditional) {
   const int64_t half = d / 2;
@@ -203,7 +203,7 @@ void run(const Problem& p) {
   if (rows == 0) return;
   const int64_t d = p.head_dim;
   const int64_t qw = p.heads * d, kvw = p.kv_heads * d;
-  const int64_t qkv_w = qw + 2 * kvw;
+  const int64_t qkv_w = qw + 2 * kvw + (p.output_gate ? qw : 0);
   Scratch& s = scratch();
   s.normed.resize(size_t(rows * p.dim));
   s.qkv.resize(size_t(rows * qkv_w));
@@ -215,7 +215,7 @@ void run(const Problem& p) {
     rms_norm_row(p.h + r * p.dim, p.attn_norm, p.dim, p.eps, s.normed.data() + r * p.dim);
   product(s.normed.data(), rows, p.qkv, s.qkv.data(), p.blas_min_rows);
   const int64_t head_stride = p.capacity * d, slot_stride = p.kv_heads * head_stride;
-  const int64_t half = d / 2;
+  const int64_t rope_dims = p.rope_dims > 0 ? p.rope_dims : d, half = rope_dims / 2;
   s.inv_freq.resize(size_t(half));
   s.cos.resize(size_t(half));
   s.sin.resize(size_t(half));
@@ -230,7 +230,7 @@ void run(const Problem& p) {
       for (int64_t hh = 0; hh < p.heads + p.kv_heads; ++hh) {
         float* x = row + hh * d;
         if (p.q_norm) rms_norm_row(x, hh < p.heads ? p.q_norm : p.k_norm, d, p.qk_eps, x);
-        rope_head(x, d, s.cos.data(), s.sin.data(), p.rope_traditional);
+        rope_head(x, rope_dims, s.cos.data(), s.sin.data(), p.rope_traditional);
       }
       const float* k = row + qw;
       const float* v = row + qw + kvw;
@@ -250,6 +250,12 @@ void run(const Problem& p) {
     for (int64_t k = i; k < j; ++k) r += p.lens[k];
     i = j;
   }
+  if (p.output_gate)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* a = s.attn.data() + r * qw;
+      const float* gate = s.qkv.data() + r * qkv_w + qw + 2 * kvw;
+      for (int64_t e = 0; e < qw; ++e) a[e] = a[e] * (1.0f / (1.0f + std::exp(-gate[e])));
+    }
   product(s.attn.data(), rows, p.o, s.proj.data(), p.blas_min_rows);
   for (int64_t r = 0; r < rows; ++r) {
     float* o = s.proj.data() + r * p.dim;

@@ -56,7 +56,7 @@ struct Problem {
   const float* k_norm; // [head_dim], with q_norm
   float qk_eps;
 
-  qmm::AffineMatrix qkv; // [heads + 2 kv_heads] * head_dim rows: q, k, v
+  qmm::AffineMatrix qkv; // [heads + 2 kv_heads (+ heads)] * head_dim rows: q, k, v (, gate)
   qmm::AffineMatrix o; // dim rows
   // The feed-forward block: a gated MLP, or (experts > 0) routed experts.
   qmm::AffineMatrix gate_up; // 2 * hidden rows: gate, then up
@@ -73,8 +73,13 @@ struct Problem {
   // (qmm::matmul_dequant_sgemm); 0: never.
   int64_t blas_min_rows;
 
-  float rope_base; // RoPE over the whole head
+  float rope_base;
+  int64_t rope_dims; // RoPE over each head's first rope_dims features (even)
   bool rope_traditional; // interleaved pairs instead of rotate-half
+  // Qwen3-Next's and Qwen3.5's output gate: the q/k/v product's rows end
+  // with heads * head_dim gate values; attention's output is multiplied by
+  // their sigmoid before the output product.
+  bool output_gate;
   float scale; // multiplies q · k
   int64_t window; // sliding window (0: none)
   int act; // glu::Act: 0 SiLU, 1 GELU (tanh form)

@@ -531,7 +531,10 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
   const int64_t d = c.head_dim, q_w = int64_t(c.heads) * d;
   const int64_t hidden = routed ? in[product_input(3)].shape(-2) : in[kFfn].shape(0) / 2;
   // (K, N) of each product; an expert stack's leading axis is the experts.
-  std::vector<std::array<int64_t, 2>> shapes = {{dim, q_w + 2 * int64_t(c.kv_heads) * d}, {q_w, dim}};
+  if (c.rope_dims < 0 || c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
+    throw std::invalid_argument(at + "rope_dims must be even and at most head_dim");
+  const int64_t qkv_n = q_w + 2 * int64_t(c.kv_heads) * d + (c.output_gate ? q_w : 0);
+  std::vector<std::array<int64_t, 2>> shapes = {{dim, qkv_n}, {q_w, dim}};
   if (routed) shapes.insert(shapes.end(), {{dim, c.experts}, {dim, hidden}, {dim, hidden}, {hidden, dim}});
   else shapes.insert(shapes.end(), {{dim, 2 * hidden}, {hidden, dim}});
   for (int j = 0; j < products(c); ++j) {
@@ -616,7 +619,9 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   p.qk_eps = c.qk_eps;
   p.blas_min_rows = c.blas_min_rows;
   p.rope_base = c.rope_base;
+  p.rope_dims = c.rope_dims;
   p.rope_traditional = c.rope_traditional != 0;
+  p.output_gate = c.output_gate != 0;
   p.scale = c.scale;
   p.window = c.window;
   p.act = c.act;

@@ -253,7 +253,9 @@ typedef struct afm_layer_config_ {
   float qk_eps; // the per-head q/k norms' (with has_qk_norm)
   int has_qk_norm, has_attn_out_norm, has_ffn_out_norm;
   float rope_base;
+  int rope_dims; // 0: the whole head
   int rope_traditional;
+  int output_gate; // gate values after q, k, v in the q/k/v product
   float scale;
   int window; // 0: none
   int act; // 0 SiLU, 1 GELU (tanh form)

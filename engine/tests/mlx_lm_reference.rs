@@ -232,6 +232,19 @@ fn qwen3_5_moe_agrees_with_mlx_lm() {
 /// gather primitive), dequantized at load, and kept quantized as on Metal
 /// (every projection through `quantized_matmul` or the primitive, the
 /// experts through one gather each).
+/// Quantized by mlx-lm (4 bits): on the CPU its gated attention layers
+/// (output gate, RoPE over a quarter of each head) are afm's whole-layer
+/// primitive and its recurrences one op each.
+#[test]
+fn qwen3_5_4bit_agrees_with_mlx_lm() {
+    agrees_in_every_weight_mode("qwen3_5_4bit");
+}
+
+#[test]
+fn qwen3_5_4bit_conforms() {
+    conforms("qwen3_5_4bit", true);
+}
+
 #[test]
 fn qwen3_5_moe_4bit_agrees_with_mlx_lm() {
     agrees_in_every_weight_mode("qwen3_5_moe_4bit");

@@ -64,23 +64,28 @@ fn a_decode_step_is_one_op_per_layer() {
     }
 }
 
-/// A hybrid model (the Qwen3.5 fixture): each Gated DeltaNet layer's
-/// recurrence is one op in a decode step (as MLX ops it is ~60).
+/// A hybrid model (the 4-bit Qwen3.5 fixture): each gated attention layer
+/// is one op, and each Gated DeltaNet layer's recurrence is one op (as MLX
+/// ops it is ~60).
 #[test]
-fn a_recurrence_is_one_op() {
+fn a_hybrid_step_is_one_op_per_attention_layer_and_recurrence() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/models/random/qwen3_5"
+        "/../fixtures/models/random/qwen3_5_4bit"
     );
     let model = LoadedModel::load(path).unwrap();
-    let recurrent = model.model.kv_layout().recurrent.len();
+    let layout = model.model.kv_layout();
+    let (attention, recurrent) = (layout.layers.len(), layout.recurrent.len());
     let (ops, recurrences) = decode_step_ops(&model, "AfmDeltaNet");
+    let (_, layer_ops) = decode_step_ops(&model, "AfmDecoderLayer");
     eprintln!(
-        "qwen3_5: {ops} MLX ops per decode step, {recurrences} recurrences, {recurrent} \
-         recurrent layers ({})",
+        "qwen3_5_4bit: {ops} MLX ops per decode step; {layer_ops} whole layers of \
+         {attention} attention layers, {recurrences} recurrences of {recurrent} recurrent \
+         layers ({})",
         afm_engine::cpu::layer::describe()
     );
     if afm_engine::cpu::layer::path().is_primitive() {
+        assert_eq!(layer_ops, attention, "an attention layer is not one op");
         assert_eq!(recurrences, recurrent, "a recurrence is not one op");
     }
 }

@@ -92,7 +92,14 @@ pub struct Config {
     /// A norm of the MLP output before its residual add (Gemma).
     pub ffn_out_norm: bool,
     pub rope_base: f32,
+    /// RoPE over each head's first `rope_dims` features (the whole head
+    /// when equal to `head_dim`).
+    pub rope_dims: usize,
     pub rope_traditional: bool,
+    /// Qwen3-Next's and Qwen3.5's output gate: the q/k/v product ends with
+    /// `heads * head_dim` gate values, whose sigmoid multiplies attention's
+    /// output.
+    pub output_gate: bool,
     pub scale: f32,
     pub window: Option<usize>,
     pub act: Act,
@@ -152,7 +159,9 @@ mod ffi {
         has_attn_out_norm: c_int,
         has_ffn_out_norm: c_int,
         rope_base: c_float,
+        rope_dims: c_int,
         rope_traditional: c_int,
+        output_gate: c_int,
         scale: c_float,
         window: c_int,
         act: c_int,
@@ -206,7 +215,9 @@ mod ffi {
             has_attn_out_norm: c.attn_out_norm as c_int,
             has_ffn_out_norm: c.ffn_out_norm as c_int,
             rope_base: c.rope_base,
+            rope_dims: c.rope_dims as c_int,
             rope_traditional: c.rope_traditional as c_int,
+            output_gate: c.output_gate as c_int,
             scale: c.scale,
             window: c.window.unwrap_or(0) as c_int,
             act: match c.act {
@@ -291,9 +302,12 @@ mod tests {
         Gemma,
         /// llama's attention, routed experts (Qwen3-MoE).
         Routed,
+        /// Qwen3.5's attention: q/k norms, an output gate, RoPE over half
+        /// of each head.
+        Gated,
     }
 
-    const KINDS: [Kind; 3] = [Kind::Llama, Kind::Gemma, Kind::Routed];
+    const KINDS: [Kind; 4] = [Kind::Llama, Kind::Gemma, Kind::Routed, Kind::Gated];
 
     /// A random layer: its packed products (with their formats), its norms
     /// and its config.
@@ -306,8 +320,9 @@ mod tests {
     impl Layer {
         fn new(kind: Kind) -> Layer {
             let gemma = kind == Kind::Gemma;
+            let gated = kind == Kind::Gated;
             let q_w = (HEADS * D) as i32;
-            let qkv_n = ((HEADS + 2 * KV_HEADS) * D) as i32;
+            let qkv_n = ((HEADS + 2 * KV_HEADS) * D) as i32 + if gated { q_w } else { 0 };
             // [experts,] rows, columns; bits, group size.
             let mut shapes = vec![(vec![qkv_n, DIM], 4, 32), (vec![DIM, q_w], 8, 32)];
             if kind == Kind::Routed {
@@ -334,13 +349,11 @@ mod tests {
                 .collect();
             let norm = |n: i32, seed| uniform(&[n], 0.5, seed).add(Array::from_f32(1.0)).unwrap();
             let mut norms = vec![norm(DIM, 20), norm(DIM, 21)];
+            if gemma || gated {
+                norms.extend([norm(D as i32, 22), norm(D as i32, 23)]);
+            }
             if gemma {
-                norms.extend([
-                    norm(D as i32, 22),
-                    norm(D as i32, 23),
-                    norm(DIM, 24),
-                    norm(DIM, 25),
-                ]);
+                norms.extend([norm(DIM, 24), norm(DIM, 25)]);
             }
             let config = Config {
                 heads: HEADS,
@@ -353,11 +366,13 @@ mod tests {
                     normalize: true,
                 }),
                 eps: EPS,
-                qk_norm: gemma.then_some(1e-6),
+                qk_norm: (gemma || gated).then_some(1e-6),
                 attn_out_norm: gemma,
                 ffn_out_norm: gemma,
                 rope_base: 10_000.0,
+                rope_dims: if gated { D / 2 } else { D },
                 rope_traditional: false,
+                output_gate: gated,
                 scale: (D as f32).powf(-0.5),
                 window: gemma.then_some(4),
                 act: if gemma { Act::GeluTanh } else { Act::Silu },
@@ -464,7 +479,17 @@ mod tests {
                 k = rms_norm(&k, Some(&self.norms[3]), eps).unwrap();
             }
             let rotate = |a: &Array| {
-                rope(a, d, false, Some(c.rope_base), 1.0, offset, None::<&Array>).unwrap()
+                let dims = c.rope_dims as i32;
+                rope(
+                    a,
+                    dims,
+                    false,
+                    Some(c.rope_base),
+                    1.0,
+                    offset,
+                    None::<&Array>,
+                )
+                .unwrap()
             };
             let (q, k) = (rotate(&q), rotate(&k));
             let at = || (slot..slot + 1, .., offset..offset + l, ..);
@@ -482,6 +507,14 @@ mod tests {
             .unwrap()
             .reshape(&[l, hd])
             .unwrap();
+            let o = match c.output_gate {
+                true => {
+                    let from = hd + 2 * KV_HEADS as i32 * d;
+                    let gate = qkv.index((.., from..from + hd));
+                    o.multiply(mlx_rs::ops::sigmoid(&gate).unwrap()).unwrap()
+                }
+                false => o,
+            };
             let mut o = self.product(1, &o);
             if c.attn_out_norm {
                 o = rms_norm(&o, Some(&self.norms[4]), EPS).unwrap();

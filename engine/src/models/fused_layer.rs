@@ -3,11 +3,11 @@
 //! afm's whole-layer primitive ([`cpu::layer`]), where the layer's parts
 //! are ones it runs. Built at load beside the layer's op-graph form, which
 //! stays the route for everything else: Metal, `AFM_LAYER=off`, layers it
-//! does not take (output-gated, KV-sharing, partial or explicit-frequency
-//! RoPE, value norms, dense or unsupported weights, a shared expert beside
-//! the routed ones, recurrent mixers). A layer that takes it does so in every pass (decoding
-//! rows, prefill chunks or both), so a row's arithmetic never depends on
-//! what else shares its pass.
+//! does not take (KV-sharing, explicit-frequency RoPE, value norms, dense
+//! or unsupported weights, a shared expert beside the routed ones,
+//! recurrent mixers). A layer that takes it does so in every pass
+//! (decoding rows, prefill chunks or both), so a row's arithmetic never
+//! depends on what else shares its pass.
 
 use mlx_rs::Array;
 
@@ -47,12 +47,10 @@ impl FusedLayer {
             return None;
         }
         let spec = attention.spec();
-        let plain = !spec.output_gate
-            && spec.v_norm.is_none()
+        let plain = spec.v_norm.is_none()
             && !spec.k_eq_v
             && spec.shares_kv_of.is_none()
-            && spec.rope_freqs.is_none()
-            && spec.rope_dims == spec.head_dim;
+            && spec.rope_freqs.is_none();
         if !plain {
             return None;
         }
@@ -109,6 +107,8 @@ impl FusedLayer {
             attn_out_norm: norms.attn_out.is_some(),
             ffn_out_norm: norms.ffn_out.is_some(),
             rope_base: spec.rope_base,
+            rope_dims: spec.rope_dims,
+            output_gate: spec.output_gate,
             rope_traditional: spec.rope_traditional,
             scale: spec.scale,
             window: spec.window,
