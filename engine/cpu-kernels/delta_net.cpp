@@ -109,7 +109,8 @@ void recur(void* ctx, int task) {
   const int64_t hv = p.value_heads, dk = p.key_dim, dv = p.value_dim;
   const int64_t pairs = p.n * hv;
   const int64_t r = hv / p.key_heads, kt = p.key_heads * dk;
-  std::vector<float> delta(static_cast<size_t>(dv));
+  thread_local std::vector<float> delta;
+  delta.resize(size_t(dv));
   for (int64_t q = pairs * task / j.tasks; q < pairs * (task + 1) / j.tasks; ++q) {
     const int64_t s = q / hv, h = q % hv, kh = h / r;
     float* S = p.state_out + q * dv * dk;

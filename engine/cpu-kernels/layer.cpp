@@ -55,9 +55,10 @@ void rope_head(float* x, int64_t d, const float* cos_j, const float* sin_j, bool
 // Scratch of the calling (stream) thread, grown once and reused.
 struct Scratch {
   std::vector<float> normed, qkv, attn, proj, gate_up, act, inv_freq, cos, sin;
-  // Routed experts: router probabilities, each (row, choice) pair's weight
-  // and output, one expert's gathered rows and their gate and up.
-  std::vector<float> probs, weights, pair_out, xg, gate, up, down;
+  // Routed experts: the router's logits and probabilities, each (row,
+  // choice) pair's weight and output, one expert's gathered rows and their
+  // gate, up and down.
+  std::vector<float> logits, probs, weights, pair_out, xg, gate, up, down;
   std::vector<uint32_t> chosen;
   std::vector<int64_t> start, next, order;
 };
@@ -144,13 +145,13 @@ void route_row(const float* logits, int64_t experts, int64_t top_k, bool norm_to
 // format), so a row's result does not depend on its batch.
 void routed_experts(const Problem& p, Scratch& s, int64_t rows) {
   const int64_t e_n = p.experts, k = p.top_k, pairs = rows * k;
+  s.logits.resize(size_t(rows * e_n));
   s.probs.resize(size_t(rows * e_n));
-  s.gate_up.resize(size_t(rows * e_n)); // the router's logits
   s.chosen.resize(size_t(pairs));
   s.weights.resize(size_t(pairs));
-  product(s.normed.data(), rows, p.router, s.gate_up.data(), p.blas_min_rows);
+  product(s.normed.data(), rows, p.router, s.logits.data(), p.blas_min_rows);
   for (int64_t r = 0; r < rows; ++r)
-    route_row(s.gate_up.data() + r * e_n, e_n, k, p.norm_topk, s.probs.data() + r * e_n,
+    route_row(s.logits.data() + r * e_n, e_n, k, p.norm_topk, s.probs.data() + r * e_n,
               s.chosen.data() + r * k, s.weights.data() + r * k);
   // Counting sort of the pairs by expert (stable: rows keep their order).
   s.start.assign(size_t(e_n) + 1, 0);
