@@ -57,11 +57,16 @@ struct Job {
   int tasks;
 };
 
+// Where sequence s's states are.
+int64_t slot(const Problem& p, int64_t s) {
+  return p.slots ? int64_t(p.slots[s]) : s;
+}
+
 // Input row j of sequence s's convolution window (0: the first kept input):
 // the kernel - 1 kept ones, then the new rows' q, k, v.
 const float* input(const Problem& p, const Job& job, int64_t s, int64_t j) {
   const int64_t keep = p.kernel - 1;
-  if (j < keep) return p.conv_state + (s * keep + j) * job.conv_dim;
+  if (j < keep) return p.conv_state + (slot(p, s) * keep + j) * job.conv_dim;
   return p.x + (s * p.l + j - keep) * job.width;
 }
 
@@ -113,8 +118,9 @@ void recur(void* ctx, int task) {
   delta.resize(size_t(dv));
   for (int64_t q = pairs * task / j.tasks; q < pairs * (task + 1) / j.tasks; ++q) {
     const int64_t s = q / hv, h = q % hv, kh = h / r;
-    float* S = p.state_out + q * dv * dk;
-    std::memcpy(S, p.state + q * dv * dk, size_t(dv * dk) * sizeof(float));
+    const int64_t at = (slot(p, s) * hv + h) * dv * dk;
+    float* S = p.state_out + at;
+    if (p.state_out != p.state) std::memcpy(S, p.state + at, size_t(dv * dk) * sizeof(float));
     for (int64_t t = 0; t < p.l; ++t) {
       const float* row = j.qkv + (s * p.l + t) * j.conv_dim;
       const float* qh = row + kh * dk;
@@ -155,10 +161,11 @@ void run(const Problem& p) {
   j.tasks = split(rows, rows * conv_dim * p.kernel);
   if (j.tasks == 1) prepare_task(&j, 0);
   else pool->run(j.tasks, prepare_task, &j);
-  // The window's last kernel - 1 inputs are the next state.
+  // The window's last kernel - 1 inputs are the next state. In place, row
+  // i takes row l + i of the same window (l >= 1), not yet overwritten.
   for (int64_t s = 0; s < p.n; ++s)
     for (int64_t i = 0; i < keep; ++i)
-      std::memcpy(p.conv_state_out + (s * keep + i) * conv_dim, input(p, j, s, p.l + i),
+      std::memcpy(p.conv_state_out + (slot(p, s) * keep + i) * conv_dim, input(p, j, s, p.l + i),
                   size_t(conv_dim) * sizeof(float));
   const int64_t pairs = p.n * p.value_heads;
   j.tasks = split(pairs, pairs * std::max<int64_t>(p.l, 1) * p.value_dim * p.key_dim);

@@ -28,15 +28,19 @@ struct Problem {
   // [n, l, conv_dim + 2 * value_heads]: q, k, v (conv_dim = 2 * key_heads *
   // key_dim + value_heads * value_dim), then b and a per value head.
   const float* x;
-  const float* conv_state; // [n, kernel - 1, conv_dim]
-  const float* state; // [n, value_heads, value_dim, key_dim]
+  // Sequence s's states are at index slots[s] of the state arrays (s
+  // itself when slots is null), so a caller can step some slots of a whole
+  // store. The outputs may be the inputs themselves (updated in place).
+  const int32_t* slots;
+  const float* conv_state; // [slots, kernel - 1, conv_dim]
+  const float* state; // [slots, value_heads, value_dim, key_dim]
   const float* conv_w; // [kernel, conv_dim]
   const float* decay; // [value_heads]: exp(A_log)
   const float* dt_bias; // [value_heads]
 
   float* y; // [n, l, value_heads * value_dim]
-  float* conv_state_out; // [n, kernel - 1, conv_dim]
-  float* state_out; // [n, value_heads, value_dim, key_dim]
+  float* conv_state_out; // as conv_state
+  float* state_out; // as state
 };
 
 // Per token: the causal depthwise convolution over the kept inputs and the

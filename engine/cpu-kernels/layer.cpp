@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "delta_net.h"
 #include "glu.h"
 
 namespace afm::layer {
@@ -55,6 +56,8 @@ void rope_head(float* x, int64_t d, const float* cos_j, const float* sin_j, bool
 // Scratch of the calling (stream) thread, grown once and reused.
 struct Scratch {
   std::vector<float> normed, qkv, attn, proj, gate_up, act, inv_freq, cos, sin;
+  // The recurrence's input rows (q, k, v, b, a).
+  std::vector<float> recur_in;
   // Routed experts: the router's logits and probabilities, each (row,
   // choice) pair's weight and output, one expert's gathered rows and their
   // gate, up and down.
@@ -196,24 +199,15 @@ void routed_experts(const Problem& p, Scratch& s, int64_t rows) {
   }
 }
 
-} // namespace
-
-void run(const Problem& p) {
-  int64_t rows = 0;
-  for (int64_t i = 0; i < p.n; ++i) rows += p.lens[i];
-  if (rows == 0) return;
+// The attention block's mix over `rows` normed rows into s.proj: q/k/v,
+// per-head norms and RoPE, the KV write, attention, the output gate and the
+// output product.
+void attention_block(const Problem& p, Scratch& s, int64_t rows) {
   const int64_t d = p.head_dim;
   const int64_t qw = p.heads * d, kvw = p.kv_heads * d;
   const int64_t qkv_w = qw + 2 * kvw + (p.output_gate ? qw : 0);
-  Scratch& s = scratch();
-  s.normed.resize(size_t(rows * p.dim));
   s.qkv.resize(size_t(rows * qkv_w));
   s.attn.resize(size_t(rows * qw));
-  s.proj.resize(size_t(rows * p.dim));
-
-  // Attention block.
-  for (int64_t r = 0; r < rows; ++r)
-    rms_norm_row(p.h + r * p.dim, p.attn_norm, p.dim, p.eps, s.normed.data() + r * p.dim);
   product(s.normed.data(), rows, p.qkv, s.qkv.data(), p.blas_min_rows);
   const int64_t head_stride = p.capacity * d, slot_stride = p.kv_heads * head_stride;
   const int64_t rope_dims = p.rope_dims > 0 ? p.rope_dims : d, half = rope_dims / 2;
@@ -258,6 +252,79 @@ void run(const Problem& p) {
       for (int64_t e = 0; e < qw; ++e) a[e] = a[e] * (1.0f / (1.0f + std::exp(-gate[e])));
     }
   product(s.attn.data(), rows, p.o, s.proj.data(), p.blas_min_rows);
+}
+
+// The Gated DeltaNet block's mix over `rows` normed rows into s.proj: the
+// input product, the recurrence (one call for a run of decoding items, one
+// per prefill chunk, each item from and into its own slot's states), the
+// gated norm and the output product. Formulas and order as the engine's op
+// graph (models/gated_delta_net.rs): rms_norm(y) * w, then times silu(z).
+void recurrent_block(const Problem& p, Scratch& s, int64_t rows) {
+  const Recurrent& m = *p.recurrent;
+  const int64_t hv = m.value_heads, dv = m.value_dim, vt = hv * dv;
+  const int64_t conv_dim = 2 * m.key_heads * m.key_dim + vt;
+  const int64_t in_w = conv_dim + vt + 2 * hv; // q, k, v, z, b, a
+  const int64_t width = conv_dim + 2 * hv; // q, k, v, b, a
+  s.qkv.resize(size_t(rows * in_w));
+  s.recur_in.resize(size_t(rows * width));
+  s.attn.resize(size_t(rows * vt));
+  product(s.normed.data(), rows, p.qkv, s.qkv.data(), p.blas_min_rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = s.qkv.data() + r * in_w;
+    float* x = s.recur_in.data() + r * width;
+    std::memcpy(x, in, size_t(conv_dim) * sizeof(float));
+    std::memcpy(x + conv_dim, in + conv_dim + vt, size_t(2 * hv) * sizeof(float));
+  }
+  delta_net::Problem d{};
+  d.key_heads = m.key_heads;
+  d.value_heads = hv;
+  d.key_dim = m.key_dim;
+  d.value_dim = dv;
+  d.kernel = m.kernel;
+  d.conv_w = m.conv_w;
+  d.decay = m.decay;
+  d.dt_bias = m.dt_bias;
+  d.conv_state = d.conv_state_out = m.conv_states;
+  d.state = d.state_out = m.delta_states;
+  for (int64_t i = 0, r = 0; i < p.n;) {
+    int64_t j = i + 1;
+    const int64_t len = p.lens[i];
+    if (len == 1)
+      while (j < p.n && p.lens[j] == 1) ++j;
+    d.n = j - i;
+    d.l = len;
+    d.slots = p.slots + i;
+    d.x = s.recur_in.data() + r * width;
+    d.y = s.attn.data() + r * vt;
+    delta_net::run(d);
+    r += d.n * len;
+    i = j;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < hv; ++h) {
+      float* y = s.attn.data() + r * vt + h * dv;
+      const float* z = s.qkv.data() + r * in_w + conv_dim + h * dv;
+      rms_norm_row(y, m.gate_norm, dv, p.eps, y);
+      for (int64_t e = 0; e < dv; ++e) y[e] = (z[e] * (1.0f / (1.0f + std::exp(-z[e])))) * y[e];
+    }
+  product(s.attn.data(), rows, p.o, s.proj.data(), p.blas_min_rows);
+}
+
+} // namespace
+
+void run(const Problem& p) {
+  int64_t rows = 0;
+  for (int64_t i = 0; i < p.n; ++i) rows += p.lens[i];
+  if (rows == 0) return;
+  Scratch& s = scratch();
+  s.normed.resize(size_t(rows * p.dim));
+  s.proj.resize(size_t(rows * p.dim));
+
+  // Mixer block.
+  for (int64_t r = 0; r < rows; ++r)
+    rms_norm_row(p.h + r * p.dim, p.attn_norm, p.dim, p.eps, s.normed.data() + r * p.dim);
+  if (p.recurrent) recurrent_block(p, s, rows);
+  else attention_block(p, s, rows);
   for (int64_t r = 0; r < rows; ++r) {
     float* o = s.proj.data() + r * p.dim;
     if (p.attn_out_norm) rms_norm_row(o, p.attn_out_norm, p.dim, p.eps, o);

@@ -1,5 +1,5 @@
-// A whole pre-norm decoder layer (attention, then a gated MLP or routed
-// experts) in one call, for MLX's CPU backend.
+// A whole pre-norm decoder layer (attention or a Gated DeltaNet recurrence,
+// then a gated MLP or routed experts) in one call, for MLX's CPU backend.
 //
 // Why: as MLX ops a decode step of a small model is ~13 ops per layer (norms
 // and RoPE fall back to several plain ops each on the CPU, the KV writes,
@@ -25,6 +25,24 @@
 
 namespace afm::layer {
 
+// A Gated DeltaNet mixer in place of attention (the linear-attention layers
+// of Qwen3-Next and Qwen3.5, delta_net.h): the input product gives each
+// row's q, k, v, then z (value_heads * value_dim), b and a (value_heads
+// each); the recurrence runs over them from each item's states in the
+// store; its output, RMS-normed per value head (gate_norm, the layer's eps)
+// times silu(z), goes through the output product.
+struct Recurrent {
+  int64_t key_heads, value_heads, key_dim, value_dim, kernel;
+  const float* conv_w; // [kernel, conv_dim]
+  const float* decay; // [value_heads]: exp(A_log)
+  const float* dt_bias; // [value_heads]
+  const float* gate_norm; // [value_dim]
+  // The store, updated in place: [store_slots, kernel - 1, conv_dim] and
+  // [store_slots, value_heads, value_dim, key_dim].
+  float* conv_states;
+  float* delta_states;
+};
+
 struct Problem {
   // Rows: n items, item i's lens[i] new tokens end to end after the
   // previous item's; item i sits in KV slot slots[i], its first new token
@@ -38,6 +56,11 @@ struct Problem {
   int64_t dim; // hidden size
   int64_t heads, kv_heads, head_dim;
   int64_t hidden; // the MLP's (or each expert's) intermediate size
+
+  // With recurrent set the mixer is that recurrence: qkv is its input
+  // product, o its output product, and the attention fields, the KV store
+  // and offsets are unused.
+  const Recurrent* recurrent;
 
   const float* h; // [rows, dim], the residual stream in
   float* h_out; // [rows, dim]

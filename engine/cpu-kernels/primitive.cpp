@@ -489,8 +489,46 @@ std::vector<qmm::AffineMatrix*> matrices(layer::Problem& p, bool routed) {
   return {&p.qkv, &p.o, &p.gate_up, &p.down};
 }
 
+// A recurrent layer's inputs after the products: conv_w, decay, dt_bias
+// and the gated norm.
+constexpr int kRecurrentInputs = 4;
+
 int layer_inputs(const afm_layer_config& c) {
-  return optional_inputs(c) + 2 * (c.has_qk_norm != 0) + (c.has_attn_out_norm != 0) + (c.has_ffn_out_norm != 0);
+  return optional_inputs(c) + kRecurrentInputs * (c.recurrent != 0) + 2 * (c.has_qk_norm != 0) +
+      (c.has_attn_out_norm != 0) + (c.has_ffn_out_norm != 0);
+}
+
+// The conv_dim of a recurrent layer's convolution (q, k and v side by side).
+int64_t conv_dim(const afm_layer_config& c) {
+  return 2 * int64_t(c.delta_key_heads) * c.delta_key_dim + int64_t(c.delta_value_heads) * c.delta_value_dim;
+}
+
+// A recurrent layer's checks of its store and its own inputs; returns the
+// (K, N) of its input and output products.
+std::array<std::array<int64_t, 2>, 2> check_recurrent(const std::vector<mx::array>& in, const afm_layer_config& c,
+                                                     int64_t dim, const std::string& at) {
+  const int64_t hk = c.delta_key_heads, hv = c.delta_value_heads, dk = c.delta_key_dim, dv = c.delta_value_dim;
+  if (hk <= 0 || hv <= 0 || dk <= 0 || dv <= 0 || hv % hk != 0)
+    throw std::invalid_argument(at + "value heads must be a multiple of the key heads");
+  if (c.has_qk_norm) throw std::invalid_argument(at + "a recurrent layer has no q/k norms");
+  const int first = optional_inputs(c);
+  const auto& conv_w = in[size_t(first)];
+  const int64_t cd = conv_dim(c);
+  if (conv_w.ndim() != 2 || conv_w.shape(1) != cd || conv_w.shape(0) < 2 || conv_w.shape(0) > delta_net::kMaxKernel)
+    throw std::invalid_argument(at + "conv_w must be [kernel, conv_dim], kernel 2 to 8");
+  const int kernel = conv_w.shape(0);
+  const auto& conv = in[kKeys];
+  const auto& delta = in[kValues];
+  if (conv.ndim() != 3 || conv.shape(1) != kernel - 1 || conv.shape(2) != cd)
+    throw std::invalid_argument(at + "the conv states must be [slots, kernel - 1, conv_dim]");
+  if (delta.shape() != mx::Shape{conv.shape(0), int(hv), int(dv), int(dk)})
+    throw std::invalid_argument(at + "the delta states must be [slots, value_heads, value_dim, key_dim]");
+  if (conv.dtype() != mx::float32 || delta.dtype() != mx::float32)
+    throw std::invalid_argument(at + "the states must be float32");
+  if (in[size_t(first) + 1].size() != size_t(hv) || in[size_t(first) + 2].size() != size_t(hv) ||
+      in[size_t(first) + 3].size() != size_t(dv))
+    throw std::invalid_argument(at + "decay and dt_bias need one value per value head, the gated norm value_dim");
+  return {{{dim, cd + hv * dv + 2 * hv}, {hv * dv, dim}}};
 }
 
 } // namespace
@@ -502,14 +540,17 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
   const std::string at = "[decoder_layer] ";
   if (int(in.size()) != layer_inputs(c)) throw std::invalid_argument(at + "wrong number of inputs for the config");
   const auto& keys = in[kKeys];
-  if (keys.ndim() != 4 || keys.shape() != in[kValues].shape())
-    throw std::invalid_argument(at + "keys and values must be one 4-D shape");
-  if (keys.dtype() != mx::float32 || in[kValues].dtype() != mx::float32)
-    throw std::invalid_argument(at + "keys and values must be float32");
-  if (c.heads <= 0 || c.kv_heads <= 0 || c.heads % c.kv_heads != 0 || keys.shape(1) != c.kv_heads ||
-      keys.shape(3) != c.head_dim || c.head_dim % 2 != 0)
-    throw std::invalid_argument(at + "heads must be a multiple of the store's KV heads, head_dim even");
+  const bool recurrent = c.recurrent != 0;
   const int64_t dim = in[kH].shape(-1);
+  if (!recurrent) {
+    if (keys.ndim() != 4 || keys.shape() != in[kValues].shape())
+      throw std::invalid_argument(at + "keys and values must be one 4-D shape");
+    if (keys.dtype() != mx::float32 || in[kValues].dtype() != mx::float32)
+      throw std::invalid_argument(at + "keys and values must be float32");
+    if (c.heads <= 0 || c.kv_heads <= 0 || c.heads % c.kv_heads != 0 || keys.shape(1) != c.kv_heads ||
+        keys.shape(3) != c.head_dim || c.head_dim % 2 != 0)
+      throw std::invalid_argument(at + "heads must be a multiple of the store's KV heads, head_dim even");
+  }
   const int64_t rows = dim ? int64_t(in[kH].size()) / dim : 0;
   if (offsets.size() != slots.size() || lens.size() != slots.size())
     throw std::invalid_argument(at + "one offset and one length per slot");
@@ -519,7 +560,7 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
     total += lens[i];
     if (slots[i] < 0 || slots[i] >= keys.shape(0))
       throw std::invalid_argument(at + "a slot is outside the KV store");
-    if (offsets[i] < 0 || int64_t(offsets[i]) + lens[i] > keys.shape(2))
+    if (!recurrent && (offsets[i] < 0 || int64_t(offsets[i]) + lens[i] > keys.shape(2)))
       throw std::invalid_argument(at + "a token's position is past the store's capacity");
   }
   if (total != rows) throw std::invalid_argument(at + "h must hold the items' tokens, end to end");
@@ -535,6 +576,10 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
     throw std::invalid_argument(at + "rope_dims must be even and at most head_dim");
   const int64_t qkv_n = q_w + 2 * int64_t(c.kv_heads) * d + (c.output_gate ? q_w : 0);
   std::vector<std::array<int64_t, 2>> shapes = {{dim, qkv_n}, {q_w, dim}};
+  if (recurrent) {
+    const auto mixer = check_recurrent(in, c, dim, at);
+    shapes = {mixer[0], mixer[1]};
+  }
   if (routed) shapes.insert(shapes.end(), {{dim, c.experts}, {dim, hidden}, {dim, hidden}, {hidden, dim}});
   else shapes.insert(shapes.end(), {{dim, 2 * hidden}, {hidden, dim}});
   for (int j = 0; j < products(c); ++j) {
@@ -548,16 +593,20 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
   const int opt = optional_inputs(c);
   std::vector<mx::array> inputs;
   inputs.reserve(in.size());
+  // The recurrent layer's own inputs (checked above) come first among the
+  // optional ones, f32 like the norms.
+  const size_t own = recurrent ? kRecurrentInputs : 0;
   for (size_t i = 0; i < in.size(); ++i) {
-    const bool norm = i == kAttnNorm || i == kFfnNorm || i >= size_t(opt);
+    const bool norm = i == kAttnNorm || i == kFfnNorm || i >= size_t(opt) + own;
     if (norm) {
       const int64_t want = i >= size_t(opt) && c.has_qk_norm && i < size_t(opt) + 2 ? d : dim;
       if (in[i].size() != size_t(want)) throw std::invalid_argument(at + "a norm weight has the wrong size");
     }
-    inputs.push_back(i == kH || norm ? as_f32(in[i], stream) : in[i]);
+    const bool f32 = i == kH || norm || (i >= size_t(opt) && i < size_t(opt) + own);
+    inputs.push_back(f32 ? as_f32(in[i], stream) : in[i]);
   }
   auto outs = mx::array::make_arrays(
-      {inputs[kH].shape(), keys.shape(), keys.shape()},
+      {inputs[kH].shape(), keys.shape(), in[kValues].shape()},
       {mx::float32, mx::float32, mx::float32},
       std::make_shared<DecoderLayer>(stream, c, std::move(slots), std::move(offsets), std::move(lens)),
       inputs);
@@ -613,8 +662,6 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   p.top_k = c.top_k;
   p.norm_topk = c.norm_topk != 0;
   p.expert_gate.experts = p.expert_up.experts = p.expert_down.experts = c.experts;
-  p.store_slots = inputs[kKeys].shape(0);
-  p.capacity = inputs[kKeys].shape(2);
   p.eps = c.eps;
   p.qk_eps = c.qk_eps;
   p.blas_min_rows = c.blas_min_rows;
@@ -626,29 +673,46 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   p.window = c.window;
   p.act = c.act;
   p.h_out = h_out.data<float>();
-  p.keys = outputs[1].data<float>();
-  p.values = outputs[2].data<float>();
+  layer::Recurrent rec{};
+  if (c.recurrent) {
+    rec.key_heads = c.delta_key_heads;
+    rec.value_heads = c.delta_value_heads;
+    rec.key_dim = c.delta_key_dim;
+    rec.value_dim = c.delta_value_dim;
+    rec.kernel = inputs[size_t(optional_inputs(c))].shape(0);
+    rec.conv_states = outputs[1].data<float>();
+    rec.delta_states = outputs[2].data<float>();
+  } else {
+    p.store_slots = inputs[kKeys].shape(0);
+    p.capacity = inputs[kKeys].shape(2);
+    p.keys = outputs[1].data<float>();
+    p.values = outputs[2].data<float>();
+  }
   // K of each product: the last is down's (the hidden size), the second
-  // o's, the others the model's width.
+  // o's (a recurrent layer's: the value heads'), the others the model's
+  // width.
+  const int64_t o_k = c.recurrent ? int64_t(c.delta_value_heads) * c.delta_value_dim : int64_t(c.heads) * c.head_dim;
   const auto mats = matrices(p, routed);
   const int n_products = products(c);
   for (int j = 0; j < n_products; ++j) {
     const int at = product_input(j);
     mats[j]->scale_type = scale_type(inputs[at + 1].dtype());
     mats[j]->n = inputs[at].shape(-2);
-    mats[j]->k = j == n_products - 1 ? p.hidden : j == 1 ? int64_t(c.heads) * c.head_dim : p.dim;
+    mats[j]->k = j == n_products - 1 ? p.hidden : j == 1 ? o_k : p.dim;
     mats[j]->bits = c.bits[j];
     mats[j]->group_size = c.group_size[j];
   }
   std::vector<View> views;
   for (auto& in : inputs) views.push_back(view_of(in));
-  encoder.dispatch([p, c, views = std::move(views), copy0 = copy[0], copy1 = copy[1], slots = slots_,
-                    offsets = offsets_, lens = lens_, store_bytes = outputs[1].nbytes()]() mutable {
+  float* store[2] = {outputs[1].data<float>(), outputs[2].data<float>()};
+  encoder.dispatch([p, c, rec, views = std::move(views), copy0 = copy[0], copy1 = copy[1], slots = slots_,
+                    offsets = offsets_, lens = lens_, store, bytes0 = outputs[1].nbytes(),
+                    bytes1 = outputs[2].nbytes()]() mutable {
     std::vector<std::vector<char>> bufs(views.size());
     auto ptr = [&](int i) { return dense(views[i], bufs[i]); };
     auto f32 = [&](int i) { return static_cast<const float*>(ptr(i)); };
-    if (copy0) std::memcpy(p.keys, ptr(kKeys), store_bytes);
-    if (copy1) std::memcpy(p.values, ptr(kValues), store_bytes);
+    if (copy0) std::memcpy(store[0], ptr(kKeys), bytes0);
+    if (copy1) std::memcpy(store[1], ptr(kValues), bytes1);
     p.slots = slots.data();
     p.offsets = offsets.data();
     p.lens = lens.data();
@@ -656,6 +720,13 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
     p.attn_norm = f32(kAttnNorm);
     p.ffn_norm = f32(kFfnNorm);
     int next = optional_inputs(c);
+    if (c.recurrent) {
+      rec.conv_w = f32(next++);
+      rec.decay = f32(next++);
+      rec.dt_bias = f32(next++);
+      rec.gate_norm = f32(next++);
+      p.recurrent = &rec;
+    }
     if (c.has_qk_norm) p.q_norm = f32(next++), p.k_norm = f32(next++);
     if (c.has_attn_out_norm) p.attn_out_norm = f32(next++);
     if (c.has_ffn_out_norm) p.ffn_out_norm = f32(next++);

@@ -263,6 +263,10 @@ typedef struct afm_layer_config_ {
   int top_k; // experts per row
   int norm_topk; // the chosen weights renormalised over the k
   int blas_min_rows; // as for affine_qmm; 0 keeps rows independent
+  // A Gated DeltaNet mixer instead of attention (layer.h's Recurrent): the
+  // attention fields above are then unused.
+  int recurrent;
+  int delta_key_heads, delta_value_heads, delta_key_dim, delta_value_dim;
 } afm_layer_config;
 }
 
@@ -279,8 +283,13 @@ namespace afm {
 // [experts, dim], the experts' gate and up [experts, hidden, dim] and down
 // [experts, dim, hidden], each w/scales/biases), then q_norm and k_norm
 // [head_dim] (has_qk_norm), attn_out_norm (has_attn_out_norm),
-// ffn_out_norm (has_ffn_out_norm). CPU streams only; throws
-// std::invalid_argument on bad shapes or positions.
+// ffn_out_norm (has_ffn_out_norm). With recurrent: keys and values are the
+// layer's conv and delta states ([slots, kernel - 1, conv_dim] and [slots,
+// value_heads, value_dim, key_dim] f32), q/k/v is the recurrence's input
+// product (q, k, v, z, b, a rows), o its output product, and after the
+// feed-forward's products come conv_w [kernel, conv_dim], decay and dt_bias
+// [value_heads] and the gated norm [value_dim] (no q/k norms). CPU streams
+// only; throws std::invalid_argument on bad shapes or positions.
 std::vector<mx::array> decoder_layer(const std::vector<mx::array>& inputs, const afm_layer_config& cfg,
                                      std::vector<int32_t> slots, std::vector<int32_t> offsets,
                                      std::vector<int32_t> lens, mx::StreamOrDevice s = {});

@@ -71,9 +71,24 @@ pub struct Routed {
     pub normalize: bool,
 }
 
+/// A Gated DeltaNet mixer's sizes (the linear-attention layers of
+/// Qwen3-Next and Qwen3.5), in place of attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recurrent {
+    pub key_heads: usize,
+    pub value_heads: usize,
+    pub key_dim: usize,
+    pub value_dim: usize,
+}
+
 /// A layer's fixed parameters.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// A Gated DeltaNet recurrence instead of attention: the q/k/v product
+    /// is then its input product (q, k, v, z, b, a), the output product
+    /// its, the store its conv and delta states, and the attention fields
+    /// below are unused.
+    pub recurrent: Option<Recurrent>,
     pub heads: usize,
     pub kv_heads: usize,
     pub head_dim: usize,
@@ -122,7 +137,10 @@ pub struct Rows {
 /// biases, the output projection's three, the MLP norm, gate/up's three,
 /// down's three (with `routed`: the router's three, then the stacked
 /// experts' gate, up and down, three each), then the q and k norms (with `qk_norm`), the attention
-/// output norm and the MLP output norm (when the config has them).
+/// output norm and the MLP output norm (when the config has them). With
+/// `recurrent`, `keys` and `values` are the layer's conv and delta states
+/// and the mixer's conv weight, decay (`exp(A_log)`), `dt_bias` and gated
+/// norm come right after the products (no q/k norms).
 /// `blas_min_rows` as for [`qmm::affine_qmm_blas_from`](super::qmm::affine_qmm_blas_from).
 /// Only where [`path`] is the primitive.
 pub fn decoder_layer(
@@ -169,6 +187,11 @@ mod ffi {
         top_k: c_int,
         norm_topk: c_int,
         blas_min_rows: c_int,
+        recurrent: c_int,
+        delta_key_heads: c_int,
+        delta_value_heads: c_int,
+        delta_key_dim: c_int,
+        delta_value_dim: c_int,
     }
 
     extern "C" {
@@ -228,6 +251,11 @@ mod ffi {
             top_k: c.routed.map_or(0, |r| r.top_k as c_int),
             norm_topk: c.routed.is_some_and(|r| r.normalize) as c_int,
             blas_min_rows,
+            recurrent: c.recurrent.is_some() as c_int,
+            delta_key_heads: c.recurrent.map_or(0, |r| r.key_heads as c_int),
+            delta_value_heads: c.recurrent.map_or(0, |r| r.value_heads as c_int),
+            delta_key_dim: c.recurrent.map_or(0, |r| r.key_dim as c_int),
+            delta_value_dim: c.recurrent.map_or(0, |r| r.value_dim as c_int),
         };
         let handles: Vec<mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
         // SAFETY: the handles come from live mlx-rs Arrays that outlive the
@@ -356,6 +384,7 @@ mod tests {
                 norms.extend([norm(DIM, 24), norm(DIM, 25)]);
             }
             let config = Config {
+                recurrent: None,
                 heads: HEADS,
                 kv_heads: KV_HEADS,
                 head_dim: D,

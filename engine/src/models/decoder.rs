@@ -125,18 +125,16 @@ impl Decoder {
                 };
                 let input_norm = norm(&format!("{p}.input_layernorm.weight"))?;
                 let post_norm = norm(&format!("{p}.post_attention_layernorm.weight"))?;
+                let norms = LayerNorms {
+                    attn: &input_norm,
+                    attn_out: None,
+                    ffn: &post_norm,
+                    ffn_out: None,
+                    eps: config.rms_norm_eps,
+                };
                 let fused = match &mixer {
-                    Mixer::Attention(a) => {
-                        let norms = LayerNorms {
-                            attn: &input_norm,
-                            attn_out: None,
-                            ffn: &post_norm,
-                            ffn_out: None,
-                            eps: config.rms_norm_eps,
-                        };
-                        FusedLayer::new(norms, a, ffn.as_ref())
-                    }
-                    Mixer::Recurrent(_) => None,
+                    Mixer::Attention(a) => FusedLayer::new(norms, a, ffn.as_ref()),
+                    Mixer::Recurrent(r) => FusedLayer::recurrent(norms, r, ffn.as_ref()),
                 };
                 Ok(Layer {
                     input_norm,

@@ -1,24 +1,24 @@
-//! A decoder layer (attention, then a gated MLP or routed experts) as ONE
-//! op on the CPU:
+//! A decoder layer (attention or a Gated DeltaNet recurrence, then a gated
+//! MLP or routed experts) as ONE op on the CPU:
 //! afm's whole-layer primitive ([`cpu::layer`]), where the layer's parts
 //! are ones it runs. Built at load beside the layer's op-graph form, which
 //! stays the route for everything else: Metal, `AFM_LAYER=off`, layers it
 //! does not take (KV-sharing, explicit-frequency RoPE, value norms, dense
-//! or unsupported weights, a shared expert beside the routed ones,
-//! recurrent mixers). A layer that takes it does so in every pass
-//! (decoding rows, prefill chunks or both), so a row's arithmetic never
-//! depends on what else shares its pass.
+//! or unsupported weights, a shared expert beside the routed ones). A
+//! layer that takes it does so in every pass (decoding rows, prefill chunks
+//! or both), so a row's arithmetic never depends on what else shares its
+//! pass.
 
 use mlx_rs::Array;
 
 use super::feed_forward::{FeedForward, LayerParts};
 use super::forward::ForwardContext;
+use super::gated_delta_net::GatedDeltaNet;
 use super::self_attention::SelfAttention;
 use crate::cpu;
-use crate::cpu::layer::{Config, Format, Routed, Rows};
+use crate::cpu::layer::{Config, Format, Recurrent, Routed, Rows};
 use crate::error::Result;
 use crate::layers::{FusedLinear, Linear, QuantizedWeight};
-
 /// A layer's norm weights: the attention input's and the MLP input's, and
 /// (Gemma) the norms of each block's output before its residual add.
 pub struct LayerNorms<'a> {
@@ -33,6 +33,70 @@ pub struct FusedLayer {
     /// The primitive's inputs after `h` and the store, in its order.
     weights: Vec<Array>,
     config: Config,
+}
+
+/// The feed-forward block's part of a layer's inputs and config.
+struct FeedForwardParts<'a> {
+    packed: Vec<&'a QuantizedWeight>,
+    act: cpu::glu::Act,
+    routed: Option<Routed>,
+}
+
+impl<'a> FeedForwardParts<'a> {
+    fn of(ffn: &'a dyn FeedForward) -> Option<Self> {
+        Some(match ffn.layer_parts()? {
+            LayerParts::Gated(mlp) => FeedForwardParts {
+                packed: vec![one(mlp.gate_up)?, mlp.down.packed()?],
+                act: mlp.act,
+                routed: None,
+            },
+            LayerParts::Routed(experts) => FeedForwardParts {
+                packed: vec![
+                    experts.router.packed()?,
+                    experts.gate,
+                    experts.up,
+                    experts.down,
+                ],
+                act: experts.act,
+                routed: Some(Routed {
+                    experts: experts.gate.weight.dim(0) as usize,
+                    top_k: experts.top_k,
+                    normalize: experts.normalize,
+                }),
+            },
+        })
+    }
+}
+
+/// The primitive's inputs after `h` and the store: the mixer norm, the
+/// mixer's two products, the feed-forward norm and products, the mixer's
+/// own arrays (`extra`), then the output norms.
+fn inputs(
+    norms: &LayerNorms,
+    packed: &[&QuantizedWeight],
+    extra: Vec<Array>,
+) -> Option<Vec<Array>> {
+    let mut weights = vec![norms.attn.clone()];
+    for (i, q) in packed.iter().enumerate() {
+        if i == 2 {
+            weights.push(norms.ffn.clone());
+        }
+        weights.extend([q.weight.clone(), q.scales.clone(), q.biases.clone()?]);
+    }
+    weights.extend(extra);
+    weights.extend(norms.attn_out.cloned());
+    weights.extend(norms.ffn_out.cloned());
+    Some(weights)
+}
+
+fn formats(packed: &[&QuantizedWeight]) -> Vec<Format> {
+    packed
+        .iter()
+        .map(|q| Format {
+            bits: q.bits,
+            group_size: q.group_size,
+        })
+        .collect()
 }
 
 impl FusedLayer {
@@ -55,53 +119,22 @@ impl FusedLayer {
             return None;
         }
         let (qkv, o) = attention.projections();
+        let ff = FeedForwardParts::of(ffn)?;
         let mut packed = vec![one(qkv)?, o.packed()?];
-        let (act, routed) = match ffn.layer_parts()? {
-            LayerParts::Gated(mlp) => {
-                packed.extend([one(mlp.gate_up)?, mlp.down.packed()?]);
-                (mlp.act, None)
-            }
-            LayerParts::Routed(experts) => {
-                packed.extend([
-                    experts.router.packed()?,
-                    experts.gate,
-                    experts.up,
-                    experts.down,
-                ]);
-                let routed = Routed {
-                    experts: experts.gate.weight.dim(0) as usize,
-                    top_k: experts.top_k,
-                    normalize: experts.normalize,
-                };
-                (experts.act, Some(routed))
-            }
-        };
-        let mut weights = vec![norms.attn.clone()];
-        for (i, q) in packed.iter().enumerate() {
-            if i == 2 {
-                weights.push(norms.ffn.clone());
-            }
-            weights.extend([q.weight.clone(), q.scales.clone(), q.biases.clone()?]);
-        }
+        packed.extend(&ff.packed);
+        let mut extra = Vec::new();
         let qk_norm = spec.qk_norm.as_ref().map(|n| {
             let (q, k, eps) = n.parts();
-            weights.extend([q.clone(), k.clone()]);
+            extra.extend([q.clone(), k.clone()]);
             eps
         });
-        weights.extend(norms.attn_out.cloned());
-        weights.extend(norms.ffn_out.cloned());
         let config = Config {
+            recurrent: None,
             heads: spec.heads,
             kv_heads: spec.kv_heads,
             head_dim: spec.head_dim,
-            formats: packed
-                .iter()
-                .map(|q| Format {
-                    bits: q.bits,
-                    group_size: q.group_size,
-                })
-                .collect(),
-            routed,
+            formats: formats(&packed),
+            routed: ff.routed,
             eps: norms.eps,
             qk_norm,
             attn_out_norm: norms.attn_out.is_some(),
@@ -112,13 +145,70 @@ impl FusedLayer {
             rope_traditional: spec.rope_traditional,
             scale: spec.scale,
             window: spec.window,
-            act,
+            act: ff.act,
         };
-        Some(FusedLayer { weights, config })
+        Some(FusedLayer {
+            weights: inputs(&norms, &packed, extra)?,
+            config,
+        })
     }
 
-    /// The layer over the pass's hidden rows `h` (`[1, rows, dim]`), its
-    /// keys and values written into attention layer `layer`'s store.
+    /// A recurrent (Gated DeltaNet) layer's one-op form, or `None` where
+    /// the primitive does not run it.
+    pub fn recurrent(
+        norms: LayerNorms,
+        mixer: &GatedDeltaNet,
+        ffn: &dyn FeedForward,
+    ) -> Option<Self> {
+        if !cpu::layer::path().is_primitive() {
+            return None;
+        }
+        let parts = mixer.layer_parts();
+        // The gated norm takes the layer norms' eps inside the primitive.
+        if parts.dims.eps != norms.eps {
+            return None;
+        }
+        let ff = FeedForwardParts::of(ffn)?;
+        let mut packed = vec![one(parts.input)?, parts.output.packed()?];
+        packed.extend(&ff.packed);
+        let extra = [parts.conv, parts.decay, parts.dt_bias, parts.norm]
+            .into_iter()
+            .cloned()
+            .collect();
+        let d = parts.dims;
+        let config = Config {
+            recurrent: Some(Recurrent {
+                key_heads: d.key_heads,
+                value_heads: d.value_heads,
+                key_dim: d.key_dim,
+                value_dim: d.value_dim,
+            }),
+            heads: 0,
+            kv_heads: 0,
+            head_dim: 0,
+            formats: formats(&packed),
+            routed: ff.routed,
+            eps: norms.eps,
+            qk_norm: None,
+            attn_out_norm: norms.attn_out.is_some(),
+            ffn_out_norm: norms.ffn_out.is_some(),
+            rope_base: 0.0,
+            rope_dims: 0,
+            output_gate: false,
+            rope_traditional: false,
+            scale: 0.0,
+            window: None,
+            act: ff.act,
+        };
+        Some(FusedLayer {
+            weights: inputs(&norms, &packed, extra)?,
+            config,
+        })
+    }
+
+    /// The layer over the pass's hidden rows `h` (`[1, rows, dim]`):
+    /// `layer` is the attention layer whose store takes its keys and
+    /// values, or the recurrent layer whose states it steps.
     pub fn forward(
         &self,
         ctx: &mut ForwardContext,
@@ -130,11 +220,15 @@ impl FusedLayer {
             true => 0,
             false => cpu::qmm::BLAS_MIN_ROWS,
         };
-        ctx.layer_op(layer, |keys, values| {
-            let mut inputs = vec![h, keys, values];
+        let run = |a: &Array, b: &Array| {
+            let mut inputs = vec![h, a, b];
             inputs.extend(self.weights.iter());
             cpu::layer::decoder_layer(&inputs, &self.config, rows, blas_min_rows)
-        })
+        };
+        match self.config.recurrent {
+            None => ctx.layer_op(layer, run),
+            Some(_) => ctx.recurrent_layer_op(layer, run),
+        }
     }
 }
 

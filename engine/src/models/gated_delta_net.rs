@@ -10,7 +10,8 @@
 //! output projection. Conv and delta states are f32.
 //!
 //! On the CPU the recurrence of a chunk is one op, afm's primitive
-//! ([`cpu::delta_net`]); elsewhere (Metal, `AFM_LAYER=off`) it runs as MLX
+//! ([`cpu::delta_net`]), and with packed weights the whole layer is one
+//! (`models::fused_layer`); elsewhere (Metal, `AFM_LAYER=off`) it runs as MLX
 //! ops, one set per token of a chunk (as mlx-lm's CPU path does): a decode
 //! step costs one set for the whole decode group; a prefill chunk of `l`
 //! tokens costs `l` sets.
@@ -105,6 +106,21 @@ pub enum Projections {
     Separate,
 }
 
+/// A mixer as a whole-layer primitive takes it (`models::fused_layer`).
+pub struct DeltaNetParts<'a> {
+    /// q, k, v, z, b and a as one product.
+    pub input: &'a FusedLinear,
+    pub output: &'a Linear,
+    /// `[kernel, conv_dim]`.
+    pub conv: &'a Array,
+    /// `exp(A_log)`.
+    pub decay: &'a Array,
+    pub dt_bias: &'a Array,
+    /// The gated norm's weight.
+    pub norm: &'a Array,
+    pub dims: DeltaNetDims,
+}
+
 pub struct GatedDeltaNet {
     /// qkv, z, b and a as one matmul (rows regrouped at load).
     proj: FusedLinear,
@@ -164,6 +180,19 @@ impl GatedDeltaNet {
             out: linear("out_proj")?,
             dims,
         })
+    }
+
+    /// The mixer's parts as a whole-layer primitive takes them.
+    pub fn layer_parts(&self) -> DeltaNetParts<'_> {
+        DeltaNetParts {
+            input: &self.proj,
+            output: &self.out,
+            conv: &self.conv,
+            decay: &self.decay_rate,
+            dt_bias: &self.dt_bias,
+            norm: &self.norm,
+            dims: self.dims,
+        }
     }
 
     /// What the batch store keeps for this layer.

@@ -266,6 +266,19 @@ impl KvStore {
         self.layers[layer] = Some(kv);
     }
 
+    /// Recurrent layer `layer`'s `(conv, delta)` state buffers, out of the
+    /// store until [`put_states`](Self::put_states) (so an op can update
+    /// them in place).
+    pub fn take_states(&mut self, layer: usize) -> (Array, Array) {
+        self.states[layer]
+            .take()
+            .expect("reserve() before writing a state")
+    }
+
+    pub fn put_states(&mut self, layer: usize, states: (Array, Array)) {
+        self.states[layer] = Some(states);
+    }
+
     /// Keys and values of `layer` for `slots` (`[n, kv_heads, positions,
     /// d]`): a slice when the slots are `0..n`, else one gather.
     pub fn rows(&self, layer: usize, slots: &SlotSet, positions: usize) -> Result<(Array, Array)> {

@@ -203,6 +203,29 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
         }
     }
 
+    /// Runs recurrent layer `layer` as one op that also steps its states,
+    /// as [`layer_op`](Self::layer_op) does with a store: `run` gets the
+    /// layer's `(conv, delta)` state buffers and returns the new hidden
+    /// rows and the new buffers.
+    pub fn recurrent_layer_op(
+        &mut self,
+        layer: usize,
+        run: impl FnOnce(&Array, &Array) -> Result<(Array, Array, Array)>,
+    ) -> Result<Array> {
+        let (conv, delta) = self.kv.take_states(layer);
+        match run(&conv, &delta) {
+            Ok((h, new_conv, new_delta)) => {
+                drop((conv, delta));
+                self.kv.put_states(layer, (new_conv, new_delta));
+                Ok(h)
+            }
+            Err(e) => {
+                self.kv.put_states(layer, (conv, delta));
+                Err(e)
+            }
+        }
+    }
+
     /// Recurrent layer `layer` (its index among the model's recurrent
     /// layers) for every item. `x` holds each row's input to the recurrence
     /// (`[1, rows, width]`); `step` runs it over `[n, l, width]` rows of `n`
