@@ -62,6 +62,8 @@ struct Scratch {
   // choice) pair's weight and output, one expert's gathered rows and their
   // gate, up and down.
   std::vector<float> logits, probs, weights, pair_out, xg, gate, up, down;
+  // The shared expert's gate values, one per row.
+  std::vector<float> shared_gate;
   std::vector<uint32_t> chosen;
   std::vector<int64_t> start, next, order;
 };
@@ -140,6 +142,27 @@ void route_row(const float* logits, int64_t experts, int64_t top_k, bool norm_to
     for (int64_t j = 0; j < top_k; ++j) weights[j] /= total;
 }
 
+// The shared expert over `rows` normed rows, added to the routed sum in
+// s.proj: routed + down(act(gate) * up) * sigmoid(g), in the engine's op
+// graph's order (models/sparse_moe.rs).
+void shared_expert(const Problem& p, Scratch& s, int64_t rows) {
+  const int64_t sh = p.shared_hidden;
+  s.gate_up.resize(size_t(rows * 2 * sh));
+  s.act.resize(size_t(rows * sh));
+  s.down.resize(size_t(rows * p.dim));
+  s.shared_gate.resize(size_t(rows));
+  product(s.normed.data(), rows, p.shared_gate_up, s.gate_up.data(), p.blas_min_rows);
+  glu::gated(glu::Act(p.act), s.gate_up.data(), 2 * sh, s.gate_up.data() + sh, 2 * sh, rows, sh, s.act.data());
+  product(s.act.data(), rows, p.shared_down, s.down.data(), p.blas_min_rows);
+  product(s.normed.data(), rows, p.shared_gate, s.shared_gate.data(), p.blas_min_rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float g = 1.0f / (1.0f + std::exp(-s.shared_gate[size_t(r)]));
+    float* o = s.proj.data() + r * p.dim;
+    const float* y = s.down.data() + r * p.dim;
+    for (int64_t x = 0; x < p.dim; ++x) o[x] = o[x] + y[x] * g;
+  }
+}
+
 // Routed experts over `rows` normed rows into s.proj: each row's top_k
 // experts, the (row, choice) pairs grouped by expert so an expert's weights
 // are read once for all the rows that chose it; a row's output is its
@@ -197,6 +220,7 @@ void routed_experts(const Problem& p, Scratch& s, int64_t rows) {
       for (int64_t x = 0; x < p.dim; ++x) o[x] += y[x] * w;
     }
   }
+  if (p.shared) shared_expert(p, s, rows);
 }
 
 // The attention block's mix over `rows` normed rows into s.proj: q/k/v,

@@ -92,6 +92,14 @@ struct Problem {
   qmm::AffineMatrix router; // experts rows
   qmm::AffineStack expert_gate, expert_up; // hidden rows each
   qmm::AffineStack expert_down; // dim rows each
+  // A shared expert beside the routed ones (Qwen3-Next, Qwen3.5-MoE): a
+  // gated MLP of shared_hidden every row goes through, times the sigmoid of
+  // its gate's one value, added to the routed sum.
+  bool shared;
+  int64_t shared_hidden;
+  qmm::AffineMatrix shared_gate_up; // 2 * shared_hidden rows
+  qmm::AffineMatrix shared_down; // dim rows
+  qmm::AffineMatrix shared_gate; // 1 row
   // Products of at least this many rows take the dequantizing BLAS path
   // (qmm::matmul_dequant_sgemm); 0: never.
   int64_t blas_min_rows;

@@ -469,7 +469,7 @@ enum LayerInput : int { kH = 0, kKeys, kValues, kAttnNorm, kQkv, kO = kQkv + 3, 
 // The layer's products: q/k/v, o, then the feed-forward's two (gate/up,
 // down) or, with experts, four (router, the experts' gate, up, down).
 int products(const afm_layer_config& c) {
-  return c.experts > 0 ? 6 : 4;
+  return c.experts > 0 ? (c.shared_expert ? 9 : 6) : 4;
 }
 
 // The first input (packed weights; scales and biases follow) of product j,
@@ -484,8 +484,11 @@ int optional_inputs(const afm_layer_config& c) {
 }
 
 // The problem's matrices, in product order (an expert stack's first).
-std::vector<qmm::AffineMatrix*> matrices(layer::Problem& p, bool routed) {
-  if (routed) return {&p.qkv, &p.o, &p.router, &p.expert_gate.first, &p.expert_up.first, &p.expert_down.first};
+std::vector<qmm::AffineMatrix*> matrices(layer::Problem& p, const afm_layer_config& c) {
+  if (c.experts > 0 && c.shared_expert)
+    return {&p.qkv,           &p.o,           &p.router,         &p.expert_gate.first, &p.expert_up.first,
+            &p.expert_down.first, &p.shared_gate_up, &p.shared_down, &p.shared_gate};
+  if (c.experts > 0) return {&p.qkv, &p.o, &p.router, &p.expert_gate.first, &p.expert_up.first, &p.expert_down.first};
   return {&p.qkv, &p.o, &p.gate_up, &p.down};
 }
 
@@ -580,12 +583,17 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
     const auto mixer = check_recurrent(in, c, dim, at);
     shapes = {mixer[0], mixer[1]};
   }
+  if (c.shared_expert && !routed) throw std::invalid_argument(at + "a shared expert needs routed experts");
   if (routed) shapes.insert(shapes.end(), {{dim, c.experts}, {dim, hidden}, {dim, hidden}, {hidden, dim}});
   else shapes.insert(shapes.end(), {{dim, 2 * hidden}, {hidden, dim}});
+  if (c.shared_expert) {
+    const int64_t sh = in[product_input(6)].shape(0) / 2;
+    shapes.insert(shapes.end(), {{dim, 2 * sh}, {sh, dim}, {dim, 1}});
+  }
   for (int j = 0; j < products(c); ++j) {
     const int first = product_input(j);
     const auto& w = in[first];
-    const bool stack = routed && j > 2;
+    const bool stack = routed && j > 2 && j < 6;
     if (w.ndim() != (stack ? 3 : 2) || w.shape(-2) != shapes[size_t(j)][1] || (stack && w.shape(0) != c.experts))
       throw std::invalid_argument(at + "a product's weight has the wrong shape");
     check_format("decoder_layer", shapes[size_t(j)][0], w, in[first + 1], in[first + 2], c.group_size[j], c.bits[j]);
@@ -688,17 +696,24 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
     p.keys = outputs[1].data<float>();
     p.values = outputs[2].data<float>();
   }
-  // K of each product: the last is down's (the hidden size), the second
-  // o's (a recurrent layer's: the value heads'), the others the model's
-  // width.
+  // o's K: the attention heads' width, or a recurrent layer's value heads'.
   const int64_t o_k = c.recurrent ? int64_t(c.delta_value_heads) * c.delta_value_dim : int64_t(c.heads) * c.head_dim;
-  const auto mats = matrices(p, routed);
+  p.shared = c.shared_expert != 0;
+  if (p.shared) p.shared_hidden = inputs[product_input(6)].shape(0) / 2;
+  const auto mats = matrices(p, c);
   const int n_products = products(c);
+  // K of product j: o's and the down products' inputs are not the width.
+  const auto k_of = [&](int j) {
+    if (j == 1) return o_k;
+    if (j == (routed ? 5 : 3)) return p.hidden;
+    if (routed && j == 7) return p.shared_hidden;
+    return p.dim;
+  };
   for (int j = 0; j < n_products; ++j) {
     const int at = product_input(j);
     mats[j]->scale_type = scale_type(inputs[at + 1].dtype());
     mats[j]->n = inputs[at].shape(-2);
-    mats[j]->k = j == n_products - 1 ? p.hidden : j == 1 ? o_k : p.dim;
+    mats[j]->k = k_of(j);
     mats[j]->bits = c.bits[j];
     mats[j]->group_size = c.group_size[j];
   }
@@ -730,7 +745,7 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
     if (c.has_qk_norm) p.q_norm = f32(next++), p.k_norm = f32(next++);
     if (c.has_attn_out_norm) p.attn_out_norm = f32(next++);
     if (c.has_ffn_out_norm) p.ffn_out_norm = f32(next++);
-    const auto mats = matrices(p, c.experts > 0);
+    const auto mats = matrices(p, c);
     for (int j = 0; j < products(c); ++j) {
       mats[j]->w = static_cast<const uint32_t*>(ptr(product_input(j)));
       mats[j]->scales = ptr(product_input(j) + 1);

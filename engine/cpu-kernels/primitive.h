@@ -246,9 +246,10 @@ typedef struct afm_layer_config_ {
   int heads, kv_heads, head_dim;
   // Per product, in the inputs' order: bits and group size. q/k/v and o,
   // then the feed-forward's: gate_up and down; or with experts the router,
-  // the experts' gate, up and down.
-  int bits[6];
-  int group_size[6];
+  // the experts' gate, up and down (and with a shared expert its gate_up,
+  // down and gate).
+  int bits[9];
+  int group_size[9];
   float eps; // the layer norms'
   float qk_eps; // the per-head q/k norms' (with has_qk_norm)
   int has_qk_norm, has_attn_out_norm, has_ffn_out_norm;
@@ -267,6 +268,9 @@ typedef struct afm_layer_config_ {
   // attention fields above are then unused.
   int recurrent;
   int delta_key_heads, delta_value_heads, delta_key_dim, delta_value_dim;
+  // With experts: a shared expert every row goes through, scaled by the
+  // sigmoid of its one-row gate product (Qwen3-Next, Qwen3.5-MoE).
+  int shared_expert;
 } afm_layer_config;
 }
 
@@ -281,7 +285,9 @@ namespace afm {
 // qkv w/scales/biases, o w/scales/biases, ffn_norm [dim], gate_up
 // w/scales/biases, down w/scales/biases (with experts: router
 // [experts, dim], the experts' gate and up [experts, hidden, dim] and down
-// [experts, dim, hidden], each w/scales/biases), then q_norm and k_norm
+// [experts, dim, hidden], each w/scales/biases; with shared_expert then its
+// gate_up [2 * shared_hidden, dim], down [dim, shared_hidden] and gate
+// [1, dim]), then q_norm and k_norm
 // [head_dim] (has_qk_norm), attn_out_norm (has_attn_out_norm),
 // ffn_out_norm (has_ffn_out_norm). With recurrent: keys and values are the
 // layer's conv and delta states ([slots, kernel - 1, conv_dim] and [slots,

@@ -64,33 +64,40 @@ fn a_decode_step_is_one_op_per_layer() {
     }
 }
 
-/// A hybrid model (the 4-bit Qwen3.5 fixture): every layer, gated
-/// attention and Gated DeltaNet alike, is one op (a recurrent layer's is
-/// ~140 as MLX ops, ~55 with the recurrence alone as one op).
+/// Hybrid models (the 4-bit Qwen3.5 fixtures, dense and with routed and
+/// shared experts): every layer, gated attention and Gated DeltaNet alike,
+/// is one op (a recurrent layer's is ~140 as MLX ops, ~55 with the
+/// recurrence alone as one op).
 #[test]
 fn a_hybrid_step_is_one_op_per_layer() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/models/random/qwen3_5_4bit"
-    );
-    let model = LoadedModel::load(path).unwrap();
-    let layout = model.model.kv_layout();
-    let (attention, recurrent) = (layout.layers.len(), layout.recurrent.len());
-    let (ops, layer_ops) = decode_step_ops(&model, "AfmDecoderLayer");
-    let (_, recurrences) = decode_step_ops(&model, "AfmDeltaNet");
-    eprintln!(
-        "qwen3_5_4bit: {ops} MLX ops per decode step; {layer_ops} whole layers of \
-         {attention} attention and {recurrent} recurrent layers, {recurrences} recurrences \
-         outside them ({})",
-        afm_engine::cpu::layer::describe()
-    );
-    if afm_engine::cpu::layer::path().is_primitive() {
-        assert_eq!(layer_ops, attention + recurrent, "a layer is not one op");
-        assert_eq!(recurrences, 0, "a recurrence ran outside its layer");
-        assert!(
-            ops - layer_ops < 24,
-            "qwen3_5_4bit: {} ops outside the layers",
-            ops - layer_ops
+    for name in ["qwen3_5_4bit", "qwen3_5_moe_4bit"] {
+        let path = format!(
+            "{}/../fixtures/models/random/{name}",
+            env!("CARGO_MANIFEST_DIR")
         );
+        let model = LoadedModel::load(&path).unwrap();
+        let layout = model.model.kv_layout();
+        let (attention, recurrent) = (layout.layers.len(), layout.recurrent.len());
+        let (ops, layer_ops) = decode_step_ops(&model, "AfmDecoderLayer");
+        let (_, recurrences) = decode_step_ops(&model, "AfmDeltaNet");
+        eprintln!(
+            "{name}: {ops} MLX ops per decode step; {layer_ops} whole layers of \
+             {attention} attention and {recurrent} recurrent layers, {recurrences} \
+             recurrences outside them ({})",
+            afm_engine::cpu::layer::describe()
+        );
+        if afm_engine::cpu::layer::path().is_primitive() {
+            assert_eq!(
+                layer_ops,
+                attention + recurrent,
+                "{name}: a layer is not one op"
+            );
+            assert_eq!(recurrences, 0, "{name}: a recurrence ran outside its layer");
+            assert!(
+                ops - layer_ops < 24,
+                "{name}: {} ops outside the layers",
+                ops - layer_ops
+            );
+        }
     }
 }

@@ -69,6 +69,9 @@ pub struct Routed {
     pub experts: usize,
     pub top_k: usize,
     pub normalize: bool,
+    /// A shared expert beside them: its gate/up, down and one-row gate
+    /// products follow the experts' (Qwen3-Next, Qwen3.5-MoE).
+    pub shared: bool,
 }
 
 /// A Gated DeltaNet mixer's sizes (the linear-attention layers of
@@ -94,7 +97,7 @@ pub struct Config {
     pub head_dim: usize,
     /// The products' formats, in the inputs' order: q/k/v, output, then
     /// gate/up and down; or, with `routed`, the router and the experts'
-    /// gate, up and down.
+    /// gate, up and down (and the shared expert's gate/up, down and gate).
     pub formats: Vec<Format>,
     /// Routed experts in place of the gated MLP.
     pub routed: Option<Routed>,
@@ -169,8 +172,8 @@ mod ffi {
         heads: c_int,
         kv_heads: c_int,
         head_dim: c_int,
-        bits: [c_int; 6],
-        group_size: [c_int; 6],
+        bits: [c_int; 9],
+        group_size: [c_int; 9],
         eps: c_float,
         qk_eps: c_float,
         has_qk_norm: c_int,
@@ -192,6 +195,7 @@ mod ffi {
         delta_value_heads: c_int,
         delta_key_dim: c_int,
         delta_value_dim: c_int,
+        shared_expert: c_int,
     }
 
     extern "C" {
@@ -220,7 +224,8 @@ mod ffi {
                 "decoder layer: one offset and one length per slot".into(),
             ));
         }
-        if c.formats.len() != 4 + 2 * c.routed.is_some() as usize {
+        let shared = c.routed.is_some_and(|r| r.shared);
+        if c.formats.len() != 4 + 2 * c.routed.is_some() as usize + 3 * shared as usize {
             return Err(EngineError::Internal(
                 "decoder layer: one format per product".into(),
             ));
@@ -256,6 +261,7 @@ mod ffi {
             delta_value_heads: c.recurrent.map_or(0, |r| r.value_heads as c_int),
             delta_key_dim: c.recurrent.map_or(0, |r| r.key_dim as c_int),
             delta_value_dim: c.recurrent.map_or(0, |r| r.value_dim as c_int),
+            shared_expert: c.routed.is_some_and(|r| r.shared) as c_int,
         };
         let handles: Vec<mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
         // SAFETY: the handles come from live mlx-rs Arrays that outlive the
@@ -393,6 +399,7 @@ mod tests {
                     experts: EXPERTS as usize,
                     top_k: TOP_K as usize,
                     normalize: true,
+                    shared: false,
                 }),
                 eps: EPS,
                 qk_norm: (gemma || gated).then_some(1e-6),

@@ -57,4 +57,14 @@ pub struct RoutedParts<'a> {
     pub top_k: usize,
     pub normalize: bool,
     pub act: Act,
+    /// A shared expert every row goes through (its output times the
+    /// sigmoid of `shared_gate`'s one value), added to the routed sum.
+    pub shared: Option<SharedParts<'a>>,
+}
+
+/// A shared expert beside routed ones (Qwen3-Next, Qwen3.5-MoE).
+pub struct SharedParts<'a> {
+    pub mlp: GatedParts<'a>,
+    /// `[1, dim]`.
+    pub gate: &'a Linear,
 }

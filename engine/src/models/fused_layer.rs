@@ -4,7 +4,7 @@
 //! are ones it runs. Built at load beside the layer's op-graph form, which
 //! stays the route for everything else: Metal, `AFM_LAYER=off`, layers it
 //! does not take (KV-sharing, explicit-frequency RoPE, value norms, dense
-//! or unsupported weights, a shared expert beside the routed ones). A
+//! or unsupported weights). A
 //! layer that takes it does so in every pass (decoding rows, prefill chunks
 //! or both), so a row's arithmetic never depends on what else shares its
 //! pass.
@@ -50,20 +50,35 @@ impl<'a> FeedForwardParts<'a> {
                 act: mlp.act,
                 routed: None,
             },
-            LayerParts::Routed(experts) => FeedForwardParts {
-                packed: vec![
+            LayerParts::Routed(experts) => {
+                let mut packed = vec![
                     experts.router.packed()?,
                     experts.gate,
                     experts.up,
                     experts.down,
-                ],
-                act: experts.act,
-                routed: Some(Routed {
-                    experts: experts.gate.weight.dim(0) as usize,
-                    top_k: experts.top_k,
-                    normalize: experts.normalize,
-                }),
-            },
+                ];
+                if let Some(shared) = &experts.shared {
+                    // One activation serves the routed and shared experts.
+                    if shared.mlp.act != experts.act {
+                        return None;
+                    }
+                    packed.extend([
+                        one(shared.mlp.gate_up)?,
+                        shared.mlp.down.packed()?,
+                        shared.gate.packed()?,
+                    ]);
+                }
+                FeedForwardParts {
+                    packed,
+                    act: experts.act,
+                    routed: Some(Routed {
+                        experts: experts.gate.weight.dim(0) as usize,
+                        top_k: experts.top_k,
+                        normalize: experts.normalize,
+                        shared: experts.shared.is_some(),
+                    }),
+                }
+            }
         })
     }
 }

@@ -15,7 +15,7 @@ use mlx_rs::ops::{
 };
 use mlx_rs::Array;
 
-use super::feed_forward::{FeedForward, LayerParts, RoutedParts};
+use super::feed_forward::{FeedForward, LayerParts, RoutedParts, SharedParts};
 use super::forward::ForwardContext;
 use super::gated_mlp::{Activation, GatedMlp};
 use crate::cpu::qmm;
@@ -365,6 +365,7 @@ impl FeedForward for SparseMoe {
             top_k: self.top_k as usize,
             normalize: self.normalize,
             act: self.experts.activation.cpu(),
+            shared: None,
         }))
     }
 }
@@ -409,5 +410,20 @@ impl FeedForward for SharedExpertMoe {
 
     fn batch_invariant(&self) -> bool {
         self.routed.batch_invariant()
+    }
+
+    /// The routed experts' parts with the shared expert's beside them.
+    fn layer_parts(&self) -> Option<LayerParts<'_>> {
+        let LayerParts::Routed(mut routed) = self.routed.layer_parts()? else {
+            return None;
+        };
+        let LayerParts::Gated(mlp) = self.shared.layer_parts()? else {
+            return None;
+        };
+        routed.shared = Some(SharedParts {
+            mlp,
+            gate: &self.shared_gate,
+        });
+        Some(LayerParts::Routed(routed))
     }
 }
