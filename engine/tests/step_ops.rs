@@ -101,3 +101,54 @@ fn a_hybrid_step_is_one_op_per_layer() {
         }
     }
 }
+
+/// A decode step writes every layer's KV store and recurrent states where
+/// they lie (the whole-layer op takes their buffers when nothing else holds
+/// them): a copy would cost a whole store, or `[slots, value_heads,
+/// value_dim, key_dim]` floats, per layer per step.
+#[test]
+fn a_decode_step_updates_the_kv_store_and_the_states_in_place() {
+    if !afm_engine::cpu::layer::path().is_primitive() {
+        return;
+    }
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/models/random/qwen3_5_4bit"
+    );
+    let model = LoadedModel::load(path).unwrap();
+    let m = model.model.as_ref();
+    let mut kv = KvStore::new(m.kv_layout());
+    let slot = kv.open(None).unwrap();
+    let prompt = model
+        .tokenizer
+        .encode("Write a haiku about the sea.")
+        .unwrap();
+    let item = |tokens| BatchItem {
+        tokens,
+        slot,
+        sample: true,
+    };
+    let buffers = |kv: &KvStore| -> Vec<usize> {
+        kv.arrays()
+            .map(|a| a.as_slice::<f32>().as_ptr() as usize)
+            .collect()
+    };
+    m.forward_batch(&mut kv, &[item(&prompt)])
+        .unwrap()
+        .eval()
+        .unwrap();
+    let before = buffers(&kv);
+    let layout = m.kv_layout();
+    assert_eq!(
+        before.len(),
+        2 * (layout.layers.len() + layout.recurrent.len()),
+        "keys and values, conv and delta states"
+    );
+    for token in prompt.chunks(1).take(3) {
+        m.forward_batch(&mut kv, &[item(token)])
+            .unwrap()
+            .eval()
+            .unwrap();
+        assert_eq!(buffers(&kv), before, "a buffer was copied");
+    }
+}
