@@ -30,8 +30,13 @@ fn main() {
 
     let src = PathBuf::from("cpu-kernels");
     for f in [
-        "primitive.cpp",
         "primitive.h",
+        "primitive_support.h",
+        "primitive_support.cpp",
+        "primitive_qmm.cpp",
+        "primitive_attention.cpp",
+        "primitive_layer.cpp",
+        "primitive_c_api.cpp",
         "qmm_affine.cpp",
         "qmm_affine.h",
         "qmm_affine_impl.h",
@@ -103,7 +108,11 @@ fn main() {
                 "layer.cpp",
                 "delta_net.cpp",
                 "thread_pool.cpp",
-                "primitive.cpp",
+                "primitive_support.cpp",
+                "primitive_qmm.cpp",
+                "primitive_attention.cpp",
+                "primitive_layer.cpp",
+                "primitive_c_api.cpp",
             ]
             .map(|f| src.join(f)),
         )

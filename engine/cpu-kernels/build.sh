@@ -45,10 +45,14 @@ set -x
 "$CXX" "${common[@]}" -c "$here/glu.cpp" -o "$out/glu.o"
 "$CXX" "${common[@]}" -mavx2 -mfma -mf16c -c "$here/glu_avx2.cpp" -o "$out/glu_avx2.o"
 "$CXX" "${common[@]}" -c "$here/thread_pool.cpp" -o "$out/thread_pool.o"
-"$CXX" "${common[@]}" -I"$inc" -c "$here/primitive.cpp" -o "$out/primitive.o"
+"$CXX" "${common[@]}" -c "$here/layer.cpp" -o "$out/layer.o"
+"$CXX" "${common[@]}" -c "$here/delta_net.cpp" -o "$out/delta_net.o"
+for f in primitive_support primitive_qmm primitive_attention primitive_layer primitive_c_api; do
+    "$CXX" "${common[@]}" -I"$inc" -c "$here/$f.cpp" -o "$out/$f.o"
+done
 "$CXX" -shared -pthread -o "$out/libafm_cpu_kernels.so" \
     "$out/qmm_affine.o" "$out/qmm_affine_avx2.o" "$out/qmm_affine_avx512.o" "$out/qmm_gather.o" "$out/attention.o" "$out/attention_avx2.o" \
-    "$out/glu.o" "$out/glu_avx2.o" "$out/thread_pool.o" "$out/primitive.o" \
+    "$out/glu.o" "$out/glu_avx2.o" "$out/thread_pool.o" "$out/layer.o" "$out/delta_net.o" "$out"/primitive_*.o \
     -L"$lib" -lmlx -Wl,-rpath,"$lib"
 for prog in test_qmm bench_qmm; do
     "$CXX" "${common[@]}" -I"$inc" "$here/$prog.cpp" -o "$out/$prog" \
