@@ -9,9 +9,9 @@
 use afm_engine::models::{BatchItem, KvStore};
 use afm_engine::LoadedModel;
 
-/// The graph of one decode step after a short prompt: (all its ops, those
-/// of primitive `name`).
-fn decode_step_ops(model: &LoadedModel, name: &str) -> (usize, usize) {
+/// A store with a short prompt prefilled in one slot: (store, slot,
+/// prompt).
+fn prefilled(model: &LoadedModel) -> (KvStore, usize, Vec<u32>) {
     let m = model.model.as_ref();
     let mut kv = KvStore::new(m.kv_layout());
     let slot = kv.open(None).unwrap();
@@ -19,14 +19,27 @@ fn decode_step_ops(model: &LoadedModel, name: &str) -> (usize, usize) {
         .tokenizer
         .encode("Write a haiku about the sea.")
         .unwrap();
-    let item = |tokens| BatchItem {
+    let logits = m.forward_batch(&mut kv, &[item(slot, &prompt)]).unwrap();
+    logits.eval().unwrap();
+    (kv, slot, prompt)
+}
+
+fn item(slot: usize, tokens: &[u32]) -> BatchItem<'_> {
+    BatchItem {
         tokens,
         slot,
         sample: true,
-    };
-    let logits = m.forward_batch(&mut kv, &[item(&prompt)]).unwrap();
-    logits.eval().unwrap();
-    let logits = m.forward_batch(&mut kv, &[item(&[prompt[0]])]).unwrap();
+    }
+}
+
+/// The graph of one decode step after a short prompt: (all its ops, those
+/// of primitive `name`).
+fn decode_step_ops(model: &LoadedModel, name: &str) -> (usize, usize) {
+    let (mut kv, slot, prompt) = prefilled(model);
+    let m = model.model.as_ref();
+    let logits = m
+        .forward_batch(&mut kv, &[item(slot, &[prompt[0]])])
+        .unwrap();
     let count = |name| afm_engine::cpu::graph_ops(&logits, name).expect("counted here");
     let ops = (count(None), count(Some(name)));
     logits.eval().unwrap();
@@ -117,26 +130,12 @@ fn a_decode_step_updates_the_kv_store_and_the_states_in_place() {
     );
     let model = LoadedModel::load(path).unwrap();
     let m = model.model.as_ref();
-    let mut kv = KvStore::new(m.kv_layout());
-    let slot = kv.open(None).unwrap();
-    let prompt = model
-        .tokenizer
-        .encode("Write a haiku about the sea.")
-        .unwrap();
-    let item = |tokens| BatchItem {
-        tokens,
-        slot,
-        sample: true,
-    };
     let buffers = |kv: &KvStore| -> Vec<usize> {
         kv.arrays()
             .map(|a| a.as_slice::<f32>().as_ptr() as usize)
             .collect()
     };
-    m.forward_batch(&mut kv, &[item(&prompt)])
-        .unwrap()
-        .eval()
-        .unwrap();
+    let (mut kv, slot, prompt) = prefilled(&model);
     let before = buffers(&kv);
     let layout = m.kv_layout();
     assert_eq!(
@@ -145,7 +144,7 @@ fn a_decode_step_updates_the_kv_store_and_the_states_in_place() {
         "keys and values, conv and delta states"
     );
     for token in prompt.chunks(1).take(3) {
-        m.forward_batch(&mut kv, &[item(token)])
+        m.forward_batch(&mut kv, &[item(slot, token)])
             .unwrap()
             .eval()
             .unwrap();

@@ -174,8 +174,11 @@ impl Scheduler {
     }
 
     /// Starts admitted sequences from the longest cached prefix, unless an
-    /// earlier sequence is still prefilling a longer shared prefix.
+    /// earlier sequence is still prefilling a longer shared prefix. Every
+    /// starting sequence's slot is opened first and the store grown once
+    /// for all of them before their prefixes are copied in.
     fn start_pending(&mut self) -> Result<()> {
+        let mut starting: Vec<(usize, usize)> = Vec::new(); // (sequence, cached)
         for i in 0..self.running.len() {
             if self.running[i].slot.is_some() {
                 continue;
@@ -201,7 +204,17 @@ impl Scheduler {
                 }
             }
             let slot = self.kv.open(self.capacity_of(&self.running[i]))?;
-            self.running[i].slot = Some(slot);
+            let s = &mut self.running[i];
+            s.slot = Some(slot);
+            s.prefilled = cached;
+            s.cached = cached;
+            starting.push((i, cached));
+        }
+        let slot_of = |i: usize| self.running[i].slot.expect("opened above");
+        let wants: Vec<(usize, usize)> = starting.iter().map(|&(i, c)| (slot_of(i), c)).collect();
+        self.kv.reserve_all(wants)?;
+        for (i, cached) in starting {
+            let slot = slot_of(i);
             if let (Some(prefix), n) = (&mut self.prefix, cached) {
                 if n > 0 {
                     let m = prefix.lookup(&self.running[i].prompt, n)?;
@@ -209,9 +222,7 @@ impl Scheduler {
                     self.kv.load(slot, &m.segments, m.len, m.state.as_ref())?;
                 }
             }
-            let s = &mut self.running[i];
-            s.prefilled = cached;
-            s.cached = cached;
+            let s = &self.running[i];
             self.stats.lock().expect("stats").record_start(
                 s.prompt.len(),
                 cached,
@@ -373,6 +384,7 @@ impl Scheduler {
         st.running = self.running.len();
         st.waiting = self.waiting.len();
         st.prefix_cache_bytes = self.prefix.as_ref().map_or(0, PrefixCache::bytes);
+        st.kv_grows = self.kv.grows();
     }
 }
 

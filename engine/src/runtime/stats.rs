@@ -37,6 +37,8 @@ pub struct EngineStats {
     pub waiting: usize,
     /// KV held by the prefix cache, as its budget counts it.
     pub prefix_cache_bytes: usize,
+    /// Times the batch KV store grew (each copies all it holds).
+    pub kv_grows: usize,
 }
 
 impl EngineStats {

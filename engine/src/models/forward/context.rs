@@ -12,7 +12,7 @@ use super::linear;
 use crate::cpu;
 use crate::error::Result;
 use crate::layers::{FusedLinear, Linear};
-use crate::models::kv_store::{KvStore, SlotSet};
+use crate::models::kv_store::{Buffers, KvStore, SlotSet};
 
 /// A recurrent layer's state of some sequences: `(conv, delta)`, `[n, ...]`
 /// each.
@@ -35,9 +35,11 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
         kv: &'p mut KvStore,
         batch_invariant: bool,
     ) -> Result<Self> {
-        for item in items {
-            kv.reserve(item.slot, kv.offset(item.slot) + item.tokens.len())?;
-        }
+        let wants: Vec<(usize, usize)> = items
+            .iter()
+            .map(|item| (item.slot, kv.offset(item.slot) + item.tokens.len()))
+            .collect();
+        kv.reserve_all(wants)?;
         let layout = BatchLayout::new(items, kv);
         Ok(ForwardContext {
             items,
@@ -189,18 +191,7 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
         layer: usize,
         run: impl FnOnce(&Array, &Array) -> Result<(Array, Array, Array)>,
     ) -> Result<Array> {
-        let (keys, values) = self.kv.take(layer);
-        match run(&keys, &values) {
-            Ok((h, new_keys, new_values)) => {
-                drop((keys, values));
-                self.kv.put(layer, (new_keys, new_values));
-                Ok(h)
-            }
-            Err(e) => {
-                self.kv.put(layer, (keys, values));
-                Err(e)
-            }
-        }
+        self.donated(Buffers::Kv(layer), run)
     }
 
     /// Runs recurrent layer `layer` as one op that also steps its states,
@@ -212,15 +203,23 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
         layer: usize,
         run: impl FnOnce(&Array, &Array) -> Result<(Array, Array, Array)>,
     ) -> Result<Array> {
-        let (conv, delta) = self.kv.take_states(layer);
-        match run(&conv, &delta) {
-            Ok((h, new_conv, new_delta)) => {
-                drop((conv, delta));
-                self.kv.put_states(layer, (new_conv, new_delta));
+        self.donated(Buffers::States(layer), run)
+    }
+
+    fn donated(
+        &mut self,
+        which: Buffers,
+        run: impl FnOnce(&Array, &Array) -> Result<(Array, Array, Array)>,
+    ) -> Result<Array> {
+        let (a, b) = self.kv.take_buffers(which);
+        match run(&a, &b) {
+            Ok((h, new_a, new_b)) => {
+                drop((a, b));
+                self.kv.put_buffers(which, (new_a, new_b));
                 Ok(h)
             }
             Err(e) => {
-                self.kv.put_states(layer, (conv, delta));
+                self.kv.put_buffers(which, (a, b));
                 Err(e)
             }
         }
