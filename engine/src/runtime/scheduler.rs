@@ -211,8 +211,16 @@ impl Scheduler {
             starting.push((i, cached));
         }
         let slot_of = |i: usize| self.running[i].slot.expect("opened above");
-        let wants: Vec<(usize, usize)> = starting.iter().map(|&(i, c)| (slot_of(i), c)).collect();
-        self.kv.reserve_all(wants)?;
+        // Room for the prefixes about to be copied in; sequences without
+        // one get theirs with the pass's items.
+        let wants: Vec<(usize, usize)> = starting
+            .iter()
+            .filter(|&&(_, c)| c > 0)
+            .map(|&(i, c)| (slot_of(i), c))
+            .collect();
+        if !wants.is_empty() {
+            self.kv.reserve_all(wants)?;
+        }
         for (i, cached) in starting {
             let slot = slot_of(i);
             if let (Some(prefix), n) = (&mut self.prefix, cached) {
