@@ -27,6 +27,14 @@ void rms_norm_row(const float* x, const float* w, int64_t width, float eps, floa
   for (int64_t i = 0; i < width; ++i) y[i] = (x[i] * r) * w[i];
 }
 
+// The same without a weight (Gemma 4's value norm): y = x * rsqrt(...).
+void rms_norm_row(float* x, int64_t width, float eps) {
+  float ss = 0.0f;
+  for (int64_t i = 0; i < width; ++i) ss += x[i] * x[i];
+  const float r = 1.0f / std::sqrt(ss / float(width) + eps);
+  for (int64_t i = 0; i < width; ++i) x[i] = x[i] * r;
+}
+
 // RoPE's angles as mlx's fallback computes them: inv_freq_j = exp(-j ·
 // log(base) / (d/2)), theta = pos · inv_freq_j, in f32. One row's cosines
 // and sines serve all its heads (computing them per head cost a tenth of a
@@ -56,6 +64,8 @@ void rope_head(float* x, int64_t d, const float* cos_j, const float* sin_j, bool
 // Scratch of the calling (stream) thread, grown once and reused.
 struct Scratch {
   std::vector<float> normed, qkv, attn, proj, gate_up, act, inv_freq, cos, sin;
+  // K = V: one row's values, copied from its keys before their norm.
+  std::vector<float> values;
   // The recurrence's input rows (q, k, v, b, a).
   std::vector<float> recur_in;
   // Routed experts: the router's logits and probabilities, each (row,
@@ -229,30 +239,41 @@ void routed_experts(const Problem& p, Scratch& s, int64_t rows) {
 void attention_block(const Problem& p, Scratch& s, int64_t rows) {
   const int64_t d = p.head_dim;
   const int64_t qw = p.heads * d, kvw = p.kv_heads * d;
-  const int64_t qkv_w = qw + 2 * kvw + (p.output_gate ? qw : 0);
+  // The product's rows: q, then (unless the store is another layer's) k,
+  // then v (unless K = V), then the output gate.
+  const int64_t kv_rows = p.kv_shared ? 0 : (p.k_eq_v ? kvw : 2 * kvw);
+  const int64_t qkv_w = qw + kv_rows + (p.output_gate ? qw : 0);
   s.qkv.resize(size_t(rows * qkv_w));
   s.attn.resize(size_t(rows * qw));
+  s.values.resize(size_t(kvw));
   product(s.normed.data(), rows, p.qkv, s.qkv.data(), p.blas_min_rows);
   const int64_t head_stride = p.capacity * d, slot_stride = p.kv_heads * head_stride;
   const int64_t rope_dims = p.rope_dims > 0 ? p.rope_dims : d, half = rope_dims / 2;
   s.inv_freq.resize(size_t(half));
   s.cos.resize(size_t(half));
   s.sin.resize(size_t(half));
+  // MLX's fallback: reciprocal(freqs), or exp(-j * log(base) / half).
   const float step = std::log(p.rope_base) / float(half);
-  for (int64_t j = 0; j < half; ++j) s.inv_freq[size_t(j)] = std::exp(float(-j) * step);
+  for (int64_t j = 0; j < half; ++j)
+    s.inv_freq[size_t(j)] = p.rope_freqs ? 1.0f / p.rope_freqs[j] : std::exp(float(-j) * step);
+  const int64_t qk_heads = p.heads + (p.kv_shared ? 0 : p.kv_heads);
   for (int64_t i = 0, r = 0; i < p.n; ++i)
     for (int64_t t = 0; t < p.lens[i]; ++t, ++r) {
       const int64_t pos = int64_t(p.offsets[i]) + t;
       float* row = s.qkv.data() + r * qkv_w;
+      float* v = p.k_eq_v ? s.values.data() : row + qw + kvw;
+      if (p.k_eq_v && !p.kv_shared) std::memcpy(v, row + qw, size_t(kvw) * sizeof(float));
       rope_angles(s.inv_freq.data(), half, float(pos), s.cos.data(), s.sin.data());
       // q heads then k heads: normed per head, then rotated.
-      for (int64_t hh = 0; hh < p.heads + p.kv_heads; ++hh) {
+      for (int64_t hh = 0; hh < qk_heads; ++hh) {
         float* x = row + hh * d;
         if (p.q_norm) rms_norm_row(x, hh < p.heads ? p.q_norm : p.k_norm, d, p.qk_eps, x);
         rope_head(x, rope_dims, s.cos.data(), s.sin.data(), p.rope_traditional);
       }
+      if (p.kv_shared) continue;
+      if (p.v_norm)
+        for (int64_t g = 0; g < p.kv_heads; ++g) rms_norm_row(v + g * d, d, p.v_eps);
       const float* k = row + qw;
-      const float* v = row + qw + kvw;
       float* kd = p.keys + int64_t(p.slots[i]) * slot_stride + pos * d;
       float* vd = p.values + int64_t(p.slots[i]) * slot_stride + pos * d;
       for (int64_t g = 0; g < p.kv_heads; ++g) {
@@ -272,7 +293,7 @@ void attention_block(const Problem& p, Scratch& s, int64_t rows) {
   if (p.output_gate)
     for (int64_t r = 0; r < rows; ++r) {
       float* a = s.attn.data() + r * qw;
-      const float* gate = s.qkv.data() + r * qkv_w + qw + 2 * kvw;
+      const float* gate = s.qkv.data() + r * qkv_w + qw + kv_rows;
       for (int64_t e = 0; e < qw; ++e) a[e] = a[e] * (1.0f / (1.0f + std::exp(-gate[e])));
     }
   product(s.attn.data(), rows, p.o, s.proj.data(), p.blas_min_rows);
@@ -334,6 +355,24 @@ void recurrent_block(const Problem& p, Scratch& s, int64_t rows) {
   product(s.attn.data(), rows, p.o, s.proj.data(), p.blas_min_rows);
 }
 
+// Gemma 4's per-layer input over h_out, in the op graph's order
+// (models/gemma4.rs): gelu(gate product) * the row's input, the
+// projection, its norm, the residual add.
+void per_layer_input(const Problem& p, Scratch& s, int64_t rows) {
+  const int64_t d = p.per_layer_dim;
+  s.gate_up.resize(size_t(rows * d));
+  s.act.resize(size_t(rows * d));
+  product(p.h_out, rows, p.pl_gate, s.gate_up.data(), p.blas_min_rows);
+  glu::gated(glu::Act::GeluTanh, s.gate_up.data(), d, p.per_layer_in, p.per_layer_stride, rows, d, s.act.data());
+  product(s.act.data(), rows, p.pl_proj, s.proj.data(), p.blas_min_rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = s.proj.data() + r * p.dim;
+    rms_norm_row(o, p.pl_norm, p.dim, p.eps, o);
+    float* out = p.h_out + r * p.dim;
+    for (int64_t e = 0; e < p.dim; ++e) out[e] += o[e];
+  }
+}
+
 } // namespace
 
 void run(const Problem& p) {
@@ -367,6 +406,12 @@ void run(const Problem& p) {
     if (p.ffn_out_norm) rms_norm_row(o, p.ffn_out_norm, p.dim, p.eps, o);
     float* out = p.h_out + r * p.dim;
     for (int64_t e = 0; e < p.dim; ++e) out[e] += o[e];
+  }
+
+  if (p.per_layer_dim > 0) per_layer_input(p, s, rows);
+  if (p.layer_scalar) {
+    const float c = p.layer_scalar[0];
+    for (int64_t e = 0; e < rows * p.dim; ++e) p.h_out[e] = p.h_out[e] * c;
   }
 }
 

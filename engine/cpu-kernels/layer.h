@@ -114,11 +114,35 @@ struct Problem {
   float scale; // multiplies q · k
   int64_t window; // sliding window (0: none)
   int act; // glu::Act: 0 SiLU, 1 GELU (tanh form)
+
+  // Gemma 4's attention. RoPE's wavelengths per rotated pair instead of
+  // rope_base's (rope_dims / 2 of them; infinite for a pair left as it is).
+  const float* rope_freqs;
+  // A weightless RMSNorm of each value head (eps v_eps).
+  bool v_norm;
+  float v_eps;
+  // No value product: the values are the key product's rows as they come
+  // out of it, before the key norm and RoPE.
+  bool k_eq_v;
+  // The layer reads another layer's store (keys and values here) and writes
+  // nothing: qkv holds the queries alone (no k or v rows, no k norm).
+  bool kv_shared;
+  // Gemma 4's per-layer input, after the feed-forward block:
+  // h_out += norm(pl_proj(gelu(pl_gate(h_out)) * in)), in = per_layer_in's
+  // row r at r * per_layer_stride, per_layer_dim values (0: none).
+  int64_t per_layer_dim, per_layer_stride;
+  const float* per_layer_in;
+  qmm::AffineMatrix pl_gate; // per_layer_dim rows
+  qmm::AffineMatrix pl_proj; // dim rows
+  const float* pl_norm; // [dim]
+  // Multiplies the layer's output, last (Gemma 4's layer_scalar); or null.
+  const float* layer_scalar;
 };
 
 // Runs the layer: h_out = h + mix(norm(h)), then h_out += ffn(norm(h_out)),
 // with the optional output norms applied to each block's output before its
-// residual add, and this step's keys and values written into the store.
+// residual add, and this step's keys and values written into the store;
+// then the per-layer input and the layer scalar, where set.
 // Blocks until done. The caller has checked shapes and positions.
 void run(const Problem& p);
 

@@ -271,6 +271,23 @@ typedef struct afm_layer_config_ {
   // With experts: a shared expert every row goes through, scaled by the
   // sigmoid of its one-row gate product (Qwen3-Next, Qwen3.5-MoE).
   int shared_expert;
+  // Gemma 4's attention (layer.h): RoPE's wavelengths given as an input
+  // (rope_dims / 2 of them) instead of rope_base; a weightless value norm
+  // (eps v_eps); values taken from the key product (no value product); the
+  // store of another layer read and left as it is (q/k/v holds the queries
+  // alone).
+  int rope_freqs;
+  int v_norm;
+  float v_eps;
+  int k_eq_v;
+  int kv_shared;
+  // Gemma 4's per-layer input (dense feed-forward only): per_layer_dim
+  // values per row, at per_layer_index of the rows' per-layer inputs; two
+  // more products (its gate and projection) and a norm. 0: none.
+  int per_layer_dim;
+  int per_layer_index;
+  // A one-value input multiplying the layer's output, last.
+  int layer_scalar;
 } afm_layer_config;
 }
 
@@ -280,7 +297,8 @@ namespace afm {
 // to end in h (layer.h):
 // returns {h_out, keys_out, values_out}, the keys and values being the
 // store with this step's rows written (the input store's buffer itself when
-// nothing else holds it, else a copy). inputs: h [..., rows, dim], keys,
+// nothing else holds it, else a copy); with kv_shared, two empty arrays (the
+// store is read where it lies and left as it is). inputs: h [..., rows, dim], keys,
 // values [slots, kv_heads, capacity, head_dim] f32, attn_norm [dim],
 // qkv w/scales/biases, o w/scales/biases, ffn_norm [dim], gate_up
 // w/scales/biases, down w/scales/biases (with experts: router
@@ -294,8 +312,13 @@ namespace afm {
 // value_heads, value_dim, key_dim] f32), q/k/v is the recurrence's input
 // product (q, k, v, z, b, a rows), o its output product, and after the
 // feed-forward's products come conv_w [kernel, conv_dim], decay and dt_bias
-// [value_heads] and the gated norm [value_dim] (no q/k norms). CPU streams
-// only; throws std::invalid_argument on bad shapes or positions.
+// [value_heads] and the gated norm [value_dim] (no q/k norms). With
+// per_layer_dim, the per-layer gate [per_layer_dim, dim] and projection
+// [dim, per_layer_dim] follow down as products 4 and 5. Last, where the
+// config has them: the RoPE wavelengths [rope_dims / 2], the per-layer
+// inputs [..., rows, layers, per_layer_dim] and the per-layer norm [dim],
+// the layer scalar [1]. CPU streams only; throws std::invalid_argument on
+// bad shapes or positions.
 std::vector<mx::array> decoder_layer(const std::vector<mx::array>& inputs, const afm_layer_config& cfg,
                                      std::vector<int32_t> slots, std::vector<int32_t> offsets,
                                      std::vector<int32_t> lens, mx::StreamOrDevice s = {});
@@ -311,6 +334,7 @@ class DecoderLayer : public mx::Primitive {
   void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override {
+    if (cfg_.kv_shared) return {inputs[0].shape(), {0}, {0}};
     return {inputs[0].shape(), inputs[1].shape(), inputs[2].shape()};
   }
 

@@ -71,7 +71,7 @@ enum LayerInput : int { kH = 0, kKeys, kValues, kAttnNorm, kQkv, kO = kQkv + 3, 
 // The layer's products: q/k/v, o, then the feed-forward's two (gate/up,
 // down) or, with experts, four (router, the experts' gate, up, down).
 int products(const afm_layer_config& c) {
-  return c.experts > 0 ? (c.shared_expert ? 9 : 6) : 4;
+  return c.experts > 0 ? (c.shared_expert ? 9 : 6) : (c.per_layer_dim > 0 ? 6 : 4);
 }
 
 // The first input (packed weights; scales and biases follow) of product j,
@@ -91,6 +91,7 @@ std::vector<qmm::AffineMatrix*> matrices(layer::Problem& p, const afm_layer_conf
     return {&p.qkv,           &p.o,           &p.router,         &p.expert_gate.first, &p.expert_up.first,
             &p.expert_down.first, &p.shared_gate_up, &p.shared_down, &p.shared_gate};
   if (c.experts > 0) return {&p.qkv, &p.o, &p.router, &p.expert_gate.first, &p.expert_up.first, &p.expert_down.first};
+  if (c.per_layer_dim > 0) return {&p.qkv, &p.o, &p.gate_up, &p.down, &p.pl_gate, &p.pl_proj};
   return {&p.qkv, &p.o, &p.gate_up, &p.down};
 }
 
@@ -98,9 +99,15 @@ std::vector<qmm::AffineMatrix*> matrices(layer::Problem& p, const afm_layer_conf
 // and the gated norm.
 constexpr int kRecurrentInputs = 4;
 
-int layer_inputs(const afm_layer_config& c) {
+// Where the inputs after the norms start: the RoPE wavelengths, the
+// per-layer inputs and norm, the layer scalar.
+int tail_inputs(const afm_layer_config& c) {
   return optional_inputs(c) + kRecurrentInputs * (c.recurrent != 0) + 2 * (c.has_qk_norm != 0) +
       (c.has_attn_out_norm != 0) + (c.has_ffn_out_norm != 0);
+}
+
+int layer_inputs(const afm_layer_config& c) {
+  return tail_inputs(c) + (c.rope_freqs != 0) + 2 * (c.per_layer_dim > 0) + (c.layer_scalar != 0);
 }
 
 // The conv_dim of a recurrent layer's convolution (q, k and v side by side).
@@ -179,15 +186,21 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
   // (K, N) of each product; an expert stack's leading axis is the experts.
   if (c.rope_dims < 0 || c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
     throw std::invalid_argument(at + "rope_dims must be even and at most head_dim");
-  const int64_t qkv_n = q_w + 2 * int64_t(c.kv_heads) * d + (c.output_gate ? q_w : 0);
+  const int64_t kv_rows = c.kv_shared ? 0 : (c.k_eq_v ? 1 : 2) * int64_t(c.kv_heads) * d;
+  const int64_t qkv_n = q_w + kv_rows + (c.output_gate ? q_w : 0);
   std::vector<std::array<int64_t, 2>> shapes = {{dim, qkv_n}, {q_w, dim}};
   if (recurrent) {
+    if (c.rope_freqs || c.v_norm || c.k_eq_v || c.kv_shared)
+      throw std::invalid_argument(at + "a recurrent layer has no RoPE, values or store of another layer");
     const auto mixer = check_recurrent(in, c, dim, at);
     shapes = {mixer[0], mixer[1]};
   }
   if (c.shared_expert && !routed) throw std::invalid_argument(at + "a shared expert needs routed experts");
+  if (c.per_layer_dim < 0 || (c.per_layer_dim > 0 && routed))
+    throw std::invalid_argument(at + "a per-layer input goes with a dense feed-forward only");
   if (routed) shapes.insert(shapes.end(), {{dim, c.experts}, {dim, hidden}, {dim, hidden}, {hidden, dim}});
   else shapes.insert(shapes.end(), {{dim, 2 * hidden}, {hidden, dim}});
+  if (c.per_layer_dim > 0) shapes.insert(shapes.end(), {{dim, c.per_layer_dim}, {c.per_layer_dim, dim}});
   if (c.shared_expert) {
     const int64_t sh = in[product_input(6)].shape(0) / 2;
     shapes.insert(shapes.end(), {{dim, 2 * sh}, {sh, dim}, {dim, 1}});
@@ -206,17 +219,36 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
   // The recurrent layer's own inputs (checked above) come first among the
   // optional ones, f32 like the norms.
   const size_t own = recurrent ? kRecurrentInputs : 0;
+  const size_t tail = size_t(tail_inputs(c));
   for (size_t i = 0; i < in.size(); ++i) {
-    const bool norm = i == kAttnNorm || i == kFfnNorm || i >= size_t(opt) + own;
+    const bool norm = i == kAttnNorm || i == kFfnNorm || (i >= size_t(opt) + own && i < tail);
     if (norm) {
       const int64_t want = i >= size_t(opt) && c.has_qk_norm && i < size_t(opt) + 2 ? d : dim;
       if (in[i].size() != size_t(want)) throw std::invalid_argument(at + "a norm weight has the wrong size");
     }
-    const bool f32 = i == kH || norm || (i >= size_t(opt) && i < size_t(opt) + own);
+    const bool f32 = i == kH || norm || i >= tail || (i >= size_t(opt) && i < size_t(opt) + own);
     inputs.push_back(f32 ? as_f32(in[i], stream) : in[i]);
   }
+  size_t next = tail;
+  if (c.rope_freqs) {
+    const int64_t rope_dims = c.rope_dims > 0 ? c.rope_dims : d;
+    if (in[next++].size() != size_t(rope_dims / 2))
+      throw std::invalid_argument(at + "RoPE's wavelengths must be rope_dims / 2 values");
+  }
+  if (c.per_layer_dim > 0) {
+    const auto& per_layer = in[next++];
+    const int64_t stride = rows ? int64_t(per_layer.size()) / rows : 0;
+    if (per_layer.ndim() < 2 || per_layer.shape(-1) != c.per_layer_dim || int64_t(per_layer.size()) != rows * stride ||
+        c.per_layer_index < 0 || int64_t(c.per_layer_index + 1) * c.per_layer_dim > stride)
+      throw std::invalid_argument(at + "the per-layer inputs must be [..., rows, layers, per_layer_dim]");
+    if (in[next++].size() != size_t(dim)) throw std::invalid_argument(at + "a norm weight has the wrong size");
+  }
+  if (c.layer_scalar && in[next++].size() != 1)
+    throw std::invalid_argument(at + "the layer scalar must be one value");
+  // A KV-shared layer only reads the store: its store outputs are empty.
+  const auto store_shape = [&](const mx::array& a) { return c.kv_shared ? mx::Shape{0} : a.shape(); };
   auto outs = mx::array::make_arrays(
-      {inputs[kH].shape(), keys.shape(), in[kValues].shape()},
+      {inputs[kH].shape(), store_shape(keys), store_shape(in[kValues])},
       {mx::float32, mx::float32, mx::float32},
       std::make_shared<DecoderLayer>(stream, c, std::move(slots), std::move(offsets), std::move(lens)),
       inputs);
@@ -230,8 +262,13 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
   // be computed (just grown, or a prefix just restored into it) is
   // evaluated here, once for the pass: keeping its three references
   // instead would copy the whole store in every layer of that pass.
+  // A store read from another layer was written by that layer earlier in
+  // this pass, which h depends on: it is always scheduled before this op.
+  // (It is read in place, not donated: the writer's task still holds its
+  // buffer when this op is encoded, so a donation would copy it.)
   const auto pending = [](const mx::array& a) { return a.status() == mx::array::Status::unscheduled; };
-  if (pending(inputs[kKeys]) || pending(inputs[kValues])) mx::eval({inputs[kKeys], inputs[kValues]});
+  if (!c.kv_shared && (pending(inputs[kKeys]) || pending(inputs[kValues])))
+    mx::eval({inputs[kKeys], inputs[kValues]});
   for (int j = 1; j < 3; ++j) {
     auto& ins = outs[size_t(j)].inputs();
     ins.erase(ins.begin() + kKeys, ins.begin() + kValues + 1);
@@ -247,10 +284,14 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   h_out.set_data(mx::allocator::malloc(h_out.nbytes()));
   // The store is updated in place when this op holds its only reference
   // (the engine takes it out of its store for the call); else copied.
-  bool copy[2];
+  bool copy[2] = {false, false};
   for (int j = 0; j < 2; ++j) {
     const auto& in = inputs[kKeys + j];
     auto& out = outputs[1 + j];
+    if (cfg_.kv_shared) {
+      out.set_data(mx::allocator::malloc(0));
+      continue;
+    }
     copy[j] = !(in.is_donatable() && in.flags().row_contiguous && in.data_size() == in.size());
     if (copy[j]) out.set_data(mx::allocator::malloc(out.nbytes()));
     else out.copy_shared_buffer(in);
@@ -282,6 +323,11 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   p.scale = c.scale;
   p.window = c.window;
   p.act = c.act;
+  p.v_norm = c.v_norm != 0;
+  p.v_eps = c.v_eps;
+  p.k_eq_v = c.k_eq_v != 0;
+  p.kv_shared = c.kv_shared != 0;
+  p.per_layer_dim = c.per_layer_dim;
   p.h_out = h_out.data<float>();
   layer::Recurrent rec{};
   if (c.recurrent) {
@@ -309,6 +355,7 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
     if (j == 1) return o_k;
     if (j == (routed ? 5 : 3)) return p.hidden;
     if (routed && j == 7) return p.shared_hidden;
+    if (!routed && j == 5) return p.per_layer_dim;
     return p.dim;
   };
   for (int j = 0; j < n_products; ++j) {
@@ -321,6 +368,10 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   }
   std::vector<View> views;
   for (auto& in : inputs) views.push_back(view_of(in));
+  if (c.per_layer_dim > 0) {
+    const int64_t rows = inputs[kH].size() / size_t(p.dim);
+    p.per_layer_stride = rows ? int64_t(inputs[size_t(tail_inputs(c) + (c.rope_freqs != 0))].size()) / rows : 0;
+  }
   float* store[2] = {outputs[1].data<float>(), outputs[2].data<float>()};
   encoder.dispatch([p, c, rec, views = std::move(views), copy0 = copy[0], copy1 = copy[1], slots = slots_,
                     offsets = offsets_, lens = lens_, store, bytes0 = outputs[1].nbytes(),
@@ -334,6 +385,11 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
     p.offsets = offsets.data();
     p.lens = lens.data();
     p.h = f32(kH);
+    if (c.kv_shared) {
+      // Read only (layer.h's kv_shared writes nothing).
+      p.keys = const_cast<float*>(f32(kKeys));
+      p.values = const_cast<float*>(f32(kValues));
+    }
     p.attn_norm = f32(kAttnNorm);
     p.ffn_norm = f32(kFfnNorm);
     int next = optional_inputs(c);
@@ -347,6 +403,12 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
     if (c.has_qk_norm) p.q_norm = f32(next++), p.k_norm = f32(next++);
     if (c.has_attn_out_norm) p.attn_out_norm = f32(next++);
     if (c.has_ffn_out_norm) p.ffn_out_norm = f32(next++);
+    if (c.rope_freqs) p.rope_freqs = f32(next++);
+    if (c.per_layer_dim > 0) {
+      p.per_layer_in = f32(next++) + int64_t(c.per_layer_index) * c.per_layer_dim;
+      p.pl_norm = f32(next++);
+    }
+    if (c.layer_scalar) p.layer_scalar = f32(next++);
     const auto mats = matrices(p, c);
     for (int j = 0; j < products(c); ++j) {
       mats[j]->w = static_cast<const uint32_t*>(ptr(product_input(j)));

@@ -329,6 +329,20 @@ fn gemma4_conforms() {
     conforms("gemma4_text", true);
 }
 
+/// The dense text model quantized by mlx-lm, in every weight mode: its
+/// layers run as afm's whole-layer CPU primitive (KV-shared, K = V,
+/// proportional RoPE, value norms, the per-layer input and scalar inside
+/// the op).
+#[test]
+fn gemma4_4bit_agrees_with_mlx_lm() {
+    agrees_in_every_weight_mode("gemma4_4bit");
+}
+
+#[test]
+fn gemma4_4bit_conforms() {
+    conforms("gemma4_4bit", true);
+}
+
 #[test]
 fn gemma4_moe_conforms() {
     conforms("gemma4_moe", true);

@@ -77,6 +77,35 @@ fn a_decode_step_is_one_op_per_layer() {
     }
 }
 
+/// Gemma 4 (its 4-bit dense fixture): every layer is one op, the
+/// KV-shared ones (reading their owner's store), the full ones (K = V,
+/// proportional RoPE) and the per-layer input and scalar included.
+/// Outside the layers: the per-layer inputs' computation (once a pass)
+/// and the soft-capped head.
+#[test]
+fn a_gemma4_step_is_one_op_per_layer() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/models/random/gemma4_4bit"
+    );
+    let model = LoadedModel::load(path).unwrap();
+    let layers = model.model.config().num_layers;
+    let (ops, layer_ops) = decode_step_ops(&model, "AfmDecoderLayer");
+    eprintln!(
+        "gemma4_4bit: {ops} MLX ops per decode step, {layer_ops} of them whole layers, \
+         {layers} layers ({})",
+        afm_engine::cpu::layer::describe()
+    );
+    if afm_engine::cpu::layer::path().is_primitive() {
+        assert_eq!(layer_ops, layers, "a layer is not one op");
+        assert!(
+            ops - layer_ops < 50,
+            "{} ops outside the layers",
+            ops - layer_ops
+        );
+    }
+}
+
 /// Hybrid models (the 4-bit Qwen3.5 fixtures, dense and with routed and
 /// shared experts): every layer, gated attention and Gated DeltaNet alike,
 /// is one op (a recurrent layer's is ~140 as MLX ops, ~55 with the
@@ -118,36 +147,39 @@ fn a_hybrid_step_is_one_op_per_layer() {
 /// A decode step writes every layer's KV store and recurrent states where
 /// they lie (the whole-layer op takes their buffers when nothing else holds
 /// them): a copy would cost a whole store, or `[slots, value_heads,
-/// value_dim, key_dim]` floats, per layer per step.
+/// value_dim, key_dim]` floats, per layer per step. Gemma 4's KV-shared
+/// layers pass their owner's store through their op without a copy too.
 #[test]
 fn a_decode_step_updates_the_kv_store_and_the_states_in_place() {
     if !afm_engine::cpu::layer::path().is_primitive() {
         return;
     }
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/models/random/qwen3_5_4bit"
-    );
-    let model = LoadedModel::load(path).unwrap();
-    let m = model.model.as_ref();
-    let buffers = |kv: &KvStore| -> Vec<usize> {
-        kv.arrays()
-            .map(|a| a.as_slice::<f32>().as_ptr() as usize)
-            .collect()
-    };
-    let (mut kv, slot, prompt) = prefilled(&model);
-    let before = buffers(&kv);
-    let layout = m.kv_layout();
-    assert_eq!(
-        before.len(),
-        2 * (layout.layers.len() + layout.recurrent.len()),
-        "keys and values, conv and delta states"
-    );
-    for token in prompt.chunks(1).take(3) {
-        m.forward_batch(&mut kv, &[item(slot, token)])
-            .unwrap()
-            .eval()
-            .unwrap();
-        assert_eq!(buffers(&kv), before, "a buffer was copied");
+    for name in ["qwen3_5_4bit", "gemma4_4bit"] {
+        let path = format!(
+            "{}/../fixtures/models/random/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let model = LoadedModel::load(&path).unwrap();
+        let m = model.model.as_ref();
+        let buffers = |kv: &KvStore| -> Vec<usize> {
+            kv.arrays()
+                .map(|a| a.as_slice::<f32>().as_ptr() as usize)
+                .collect()
+        };
+        let (mut kv, slot, prompt) = prefilled(&model);
+        let before = buffers(&kv);
+        let layout = m.kv_layout();
+        assert_eq!(
+            before.len(),
+            2 * (layout.owners().count() + layout.recurrent.len()),
+            "{name}: keys and values, conv and delta states"
+        );
+        for token in prompt.chunks(1).take(3) {
+            m.forward_batch(&mut kv, &[item(slot, token)])
+                .unwrap()
+                .eval()
+                .unwrap();
+            assert_eq!(buffers(&kv), before, "{name}: a buffer was copied");
+        }
     }
 }

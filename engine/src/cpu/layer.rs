@@ -84,6 +84,35 @@ pub struct Recurrent {
     pub value_dim: usize,
 }
 
+/// Gemma 4's additions to an attention layer; all off by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Gemma4 {
+    /// RoPE's wavelengths (`rope_dims / 2`) come as an input after the
+    /// norms, in place of `rope_base`'s.
+    pub rope_freqs: bool,
+    /// A weightless RMSNorm of each value head, with this eps.
+    pub v_norm: Option<f32>,
+    /// The values are the key product's output before its norm and RoPE;
+    /// there is no value product.
+    pub k_eq_v: bool,
+    /// The store is another layer's: read, left as it is; the q/k/v
+    /// product holds queries alone.
+    pub kv_shared: bool,
+    /// The per-layer input after the feed-forward block (dense only).
+    pub per_layer: Option<PerLayer>,
+    /// A one-value input multiplying the layer's output, last.
+    pub layer_scalar: bool,
+}
+
+/// A layer's share of the per-layer inputs (`[..., rows, layers, dim]`,
+/// an input after the RoPE wavelengths): `dim` values at `index`. Its gate
+/// and projection are products 4 and 5, its norm the input after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerLayer {
+    pub dim: usize,
+    pub index: usize,
+}
+
 /// A layer's fixed parameters.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -121,6 +150,7 @@ pub struct Config {
     pub scale: f32,
     pub window: Option<usize>,
     pub act: Act,
+    pub gemma4: Gemma4,
 }
 
 /// The rows of one call: item `i`'s `lens[i]` new tokens, end to end after
@@ -143,7 +173,9 @@ pub struct Rows {
 /// output norm and the MLP output norm (when the config has them). With
 /// `recurrent`, `keys` and `values` are the layer's conv and delta states
 /// and the mixer's conv weight, decay (`exp(A_log)`), `dt_bias` and gated
-/// norm come right after the products (no q/k norms).
+/// norm come right after the products (no q/k norms). With
+/// [`Gemma4`]'s parts, last: RoPE's wavelengths, the per-layer inputs and
+/// norm (its gate and projection being products 4 and 5), the layer scalar.
 /// `blas_min_rows` as for [`qmm::affine_qmm_blas_from`](super::qmm::affine_qmm_blas_from).
 /// Only where [`path`] is the primitive.
 pub fn decoder_layer(
@@ -196,6 +228,14 @@ mod ffi {
         delta_key_dim: c_int,
         delta_value_dim: c_int,
         shared_expert: c_int,
+        rope_freqs: c_int,
+        v_norm: c_int,
+        v_eps: c_float,
+        k_eq_v: c_int,
+        kv_shared: c_int,
+        per_layer_dim: c_int,
+        per_layer_index: c_int,
+        layer_scalar: c_int,
     }
 
     extern "C" {
@@ -225,7 +265,12 @@ mod ffi {
             ));
         }
         let shared = c.routed.is_some_and(|r| r.shared);
-        if c.formats.len() != 4 + 2 * c.routed.is_some() as usize + 3 * shared as usize {
+        let g = &c.gemma4;
+        let products = 4
+            + 2 * c.routed.is_some() as usize
+            + 3 * shared as usize
+            + 2 * g.per_layer.is_some() as usize;
+        if c.formats.len() != products {
             return Err(EngineError::Internal(
                 "decoder layer: one format per product".into(),
             ));
@@ -262,6 +307,14 @@ mod ffi {
             delta_key_dim: c.recurrent.map_or(0, |r| r.key_dim as c_int),
             delta_value_dim: c.recurrent.map_or(0, |r| r.value_dim as c_int),
             shared_expert: c.routed.is_some_and(|r| r.shared) as c_int,
+            rope_freqs: g.rope_freqs as c_int,
+            v_norm: g.v_norm.is_some() as c_int,
+            v_eps: g.v_norm.unwrap_or(0.0),
+            k_eq_v: g.k_eq_v as c_int,
+            kv_shared: g.kv_shared as c_int,
+            per_layer_dim: g.per_layer.map_or(0, |p| p.dim as c_int),
+            per_layer_index: g.per_layer.map_or(0, |p| p.index as c_int),
+            layer_scalar: g.layer_scalar as c_int,
         };
         let handles: Vec<mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
         // SAFETY: the handles come from live mlx-rs Arrays that outlive the
@@ -412,6 +465,7 @@ mod tests {
                 scale: (D as f32).powf(-0.5),
                 window: gemma.then_some(4),
                 act: if gemma { Act::GeluTanh } else { Act::Silu },
+                gemma4: Gemma4::default(),
             };
             Layer {
                 products,

@@ -201,7 +201,7 @@ impl CausalLm for Decoder {
         let rows = ctx.layer_rows();
         for layer in &self.layers {
             if let Some(fused) = &layer.fused {
-                h = fused.forward(&mut ctx, layer.kind_index, &h, &rows)?;
+                h = fused.forward(&mut ctx, layer.kind_index, &h, &rows, None)?;
                 continue;
             }
             let x = rms_norm(&h, Some(&layer.input_norm), eps)?;

@@ -3,8 +3,8 @@
 //! afm's whole-layer primitive ([`cpu::layer`]), where the layer's parts
 //! are ones it runs. Built at load beside the layer's op-graph form, which
 //! stays the route for everything else: Metal, `AFM_LAYER=off`, layers it
-//! does not take (KV-sharing, explicit-frequency RoPE, value norms, dense
-//! or unsupported weights). A
+//! does not take (Gemma 4's dense-and-routed blocks, dense or unsupported
+//! weights). A
 //! layer that takes it does so in every pass (decoding rows, prefill chunks
 //! or both), so a row's arithmetic never depends on what else shares its
 //! pass.
@@ -16,7 +16,7 @@ use super::forward::ForwardContext;
 use super::gated_delta_net::GatedDeltaNet;
 use super::self_attention::SelfAttention;
 use crate::cpu;
-use crate::cpu::layer::{Config, Format, Recurrent, Routed, Rows};
+use crate::cpu::layer::{Config, Format, Gemma4, PerLayer, Recurrent, Routed, Rows};
 use crate::error::Result;
 use crate::layers::{FusedLinear, Linear, QuantizedWeight};
 /// A layer's norm weights: the attention input's and the MLP input's, and
@@ -29,9 +29,27 @@ pub struct LayerNorms<'a> {
     pub eps: f32,
 }
 
+/// What Gemma 4 adds after a layer's feed-forward block: the per-layer
+/// input (its gate and projection, its norm and the layer's index among
+/// the pass's per-layer inputs) and the layer scalar.
+pub struct LayerEnd<'a> {
+    pub per_layer: Option<PerLayerParts<'a>>,
+    pub scalar: &'a Array,
+}
+
+pub struct PerLayerParts<'a> {
+    pub gate: &'a Linear,
+    pub projection: &'a Linear,
+    pub norm: &'a Array,
+    pub index: usize,
+}
+
 pub struct FusedLayer {
-    /// The primitive's inputs after `h` and the store, in its order.
+    /// The primitive's inputs after `h` and the store, in its order, up to
+    /// the per-layer inputs (which come with each pass).
     weights: Vec<Array>,
+    /// Its inputs after the per-layer inputs.
+    end_weights: Vec<Array>,
     config: Config,
 }
 
@@ -122,27 +140,61 @@ impl FusedLayer {
         attention: &SelfAttention,
         ffn: &dyn FeedForward,
     ) -> Option<Self> {
+        Self::attention(norms, attention, ffn, None)
+    }
+
+    /// A Gemma 4 layer's one-op form: [`new`](Self::new)'s, ending with
+    /// the per-layer input and the layer scalar.
+    pub fn gemma4(
+        norms: LayerNorms,
+        attention: &SelfAttention,
+        ffn: &dyn FeedForward,
+        end: LayerEnd,
+    ) -> Option<Self> {
+        Self::attention(norms, attention, ffn, Some(end))
+    }
+
+    fn attention(
+        norms: LayerNorms,
+        attention: &SelfAttention,
+        ffn: &dyn FeedForward,
+        end: Option<LayerEnd>,
+    ) -> Option<Self> {
         if !cpu::layer::path().is_primitive() {
             return None;
         }
         let spec = attention.spec();
-        let plain = spec.v_norm.is_none()
-            && !spec.k_eq_v
-            && spec.shares_kv_of.is_none()
-            && spec.rope_freqs.is_none();
-        if !plain {
-            return None;
-        }
         let (qkv, o) = attention.projections();
         let ff = FeedForwardParts::of(ffn)?;
         let mut packed = vec![one(qkv)?, o.packed()?];
         packed.extend(&ff.packed);
+        let per_layer = end.as_ref().and_then(|e| e.per_layer.as_ref());
+        if let Some(p) = per_layer {
+            // Products 4 and 5 (the primitive takes them with a dense MLP).
+            if ff.routed.is_some() {
+                return None;
+            }
+            packed.extend([p.gate.packed()?, p.projection.packed()?]);
+        }
         let mut extra = Vec::new();
         let qk_norm = spec.qk_norm.as_ref().map(|n| {
             let (q, k, eps) = n.parts();
             extra.extend([q.clone(), k.clone()]);
             eps
         });
+        let gemma4 = Gemma4 {
+            rope_freqs: spec.rope_freqs.is_some(),
+            v_norm: spec.v_norm,
+            k_eq_v: spec.k_eq_v,
+            kv_shared: spec.shares_kv_of.is_some(),
+            per_layer: per_layer.map(|p| PerLayer {
+                dim: p.gate.packed().map_or(0, |q| q.weight.dim(0) as usize),
+                index: p.index,
+            }),
+            layer_scalar: end.is_some(),
+        };
+        let mut end_weights: Vec<Array> = per_layer.map(|p| p.norm.clone()).into_iter().collect();
+        end_weights.extend(end.as_ref().map(|e| e.scalar.clone()));
         let config = Config {
             recurrent: None,
             heads: spec.heads,
@@ -161,9 +213,13 @@ impl FusedLayer {
             scale: spec.scale,
             window: spec.window,
             act: ff.act,
+            gemma4,
         };
+        let mut weights = inputs(&norms, &packed, extra)?;
+        weights.extend(spec.rope_freqs.clone());
         Some(FusedLayer {
-            weights: inputs(&norms, &packed, extra)?,
+            weights,
+            end_weights,
             config,
         })
     }
@@ -214,35 +270,48 @@ impl FusedLayer {
             scale: 0.0,
             window: None,
             act: ff.act,
+            gemma4: Gemma4::default(),
         };
         Some(FusedLayer {
             weights: inputs(&norms, &packed, extra)?,
+            end_weights: Vec::new(),
             config,
         })
     }
 
     /// The layer over the pass's hidden rows `h` (`[1, rows, dim]`):
     /// `layer` is the attention layer whose store takes its keys and
-    /// values, or the recurrent layer whose states it steps.
+    /// values, or the recurrent layer whose states it steps. `per_layer`:
+    /// the pass's per-layer inputs (`[1, rows, layers, dim]`), for a layer
+    /// built with them.
     pub fn forward(
         &self,
         ctx: &mut ForwardContext,
         layer: usize,
         h: &Array,
         rows: &Rows,
+        per_layer: Option<&Array>,
     ) -> Result<Array> {
         let blas_min_rows = match ctx.batch_invariant() {
             true => 0,
             false => cpu::qmm::BLAS_MIN_ROWS,
         };
+        if self.config.gemma4.per_layer.is_some() != per_layer.is_some() {
+            return Err(crate::error::EngineError::Internal(
+                "a fused layer takes per-layer inputs exactly when built with them".into(),
+            ));
+        }
         let run = |a: &Array, b: &Array| {
             let mut inputs = vec![h, a, b];
             inputs.extend(self.weights.iter());
+            inputs.extend(per_layer);
+            inputs.extend(self.end_weights.iter());
             cpu::layer::decoder_layer(&inputs, &self.config, rows, blas_min_rows)
         };
-        match self.config.recurrent {
-            None => ctx.layer_op(layer, run),
-            Some(_) => ctx.recurrent_layer_op(layer, run),
+        match (self.config.recurrent, self.config.gemma4.kv_shared) {
+            (Some(_), _) => ctx.recurrent_layer_op(layer, run),
+            (None, true) => ctx.shared_layer_op(layer, run),
+            (None, false) => ctx.layer_op(layer, run),
         }
     }
 }

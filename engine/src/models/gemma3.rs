@@ -228,7 +228,7 @@ impl CausalLm for Gemma3 {
         let rows = ctx.layer_rows();
         for (i, l) in self.layers.iter().enumerate() {
             if let Some(fused) = &l.fused {
-                h = fused.forward(&mut ctx, i, &h, &rows)?;
+                h = fused.forward(&mut ctx, i, &h, &rows, None)?;
                 continue;
             }
             let a = l

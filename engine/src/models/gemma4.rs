@@ -10,7 +10,10 @@
 //! feed-forward; every layer ends scaled by its `layer_scalar`. Norms
 //! scale by `w` (not Gemma 3's `1 + w`), four per block; the embedding is
 //! scaled by `sqrt(hidden)`; logits are soft-capped. The 26B-A4B MoE runs
-//! a dense GeGLU MLP and routed GeGLU experts side by side.
+//! a dense GeGLU MLP and routed GeGLU experts side by side. With packed
+//! weights on the CPU a dense layer is one op (`FusedLayer::gemma4`: all
+//! of the above from the input norm to the layer scalar); the MoE's layers
+//! stay MLX ops.
 
 use mlx_rs::fast::rms_norm;
 use mlx_rs::ops::indexing::IndexOp;
@@ -20,6 +23,7 @@ use mlx_rs::Array;
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
 use super::forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
+use super::fused_layer::{self, FusedLayer, LayerEnd, LayerNorms, PerLayerParts};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
@@ -141,6 +145,34 @@ struct Layer {
     post_feedforward_norm: Array,
     input: Option<LayerInput>,
     scalar: Array,
+    /// The layer as one op, where the CPU primitive runs it (not the
+    /// dense-and-routed blocks of the MoE model).
+    fused: Option<FusedLayer>,
+}
+
+impl Layer {
+    fn fuse(&mut self, index: usize, eps: f32) {
+        let Ffn::Dense(mlp) = &self.ffn else {
+            return;
+        };
+        let norms = LayerNorms {
+            attn: &self.input_norm,
+            attn_out: Some(&self.post_attention_norm),
+            ffn: &self.pre_feedforward_norm,
+            ffn_out: Some(&self.post_feedforward_norm),
+            eps,
+        };
+        let end = LayerEnd {
+            per_layer: self.input.as_ref().map(|i| PerLayerParts {
+                gate: &i.gate,
+                projection: &i.projection,
+                norm: &i.norm,
+                index,
+            }),
+            scalar: &self.scalar,
+        };
+        self.fused = FusedLayer::gemma4(norms, &self.attention, mlp, end);
+    }
 }
 
 pub struct Gemma4 {
@@ -302,7 +334,7 @@ impl Gemma4 {
                     norm: w("post_per_layer_input_norm")?,
                 }),
             };
-            layers.push(Layer {
+            let mut layer = Layer {
                 input_norm: w("input_layernorm")?,
                 attention: SelfAttention::load(weights, &format!("{p}.self_attn"), spec)?,
                 post_attention_norm: w("post_attention_layernorm")?,
@@ -311,8 +343,15 @@ impl Gemma4 {
                 post_feedforward_norm: w("post_feedforward_layernorm")?,
                 input,
                 scalar: weights.dense(&format!("{p}.layer_scalar"))?,
-            });
+                fused: None,
+            };
+            layer.fuse(i, eps);
+            layers.push(layer);
         }
+        fused_layer::log_coverage(
+            layers.iter().filter(|l| l.fused.is_some()).count(),
+            layers.len(),
+        );
         // Attention layer `i` is layer `i`: owners are layer indices.
         let kv_layout = KvLayout::attention(
             layers
@@ -490,7 +529,12 @@ impl CausalLm for Gemma4 {
         let ids = ctx.token_ids();
         let mut h = self.embed.lookup(&ids)?.multiply(&self.embed_scale)?;
         let inputs = self.per_layer_inputs(&ctx, &ids, &h)?;
+        let rows = ctx.layer_rows();
         for (i, layer) in self.layers.iter().enumerate() {
+            if let Some(fused) = &layer.fused {
+                h = fused.forward(&mut ctx, i, &h, &rows, inputs.as_ref())?;
+                continue;
+            }
             let x = norm(&h, &layer.input_norm)?;
             let a = layer.attention.forward(&mut ctx, i, &x)?;
             h = h.add(norm(&a, &layer.post_attention_norm)?)?;

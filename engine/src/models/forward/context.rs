@@ -194,6 +194,21 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
         self.donated(Buffers::Kv(layer), run)
     }
 
+    /// Runs KV-shared attention layer `layer` as one op that reads its
+    /// owner's store where it lies and writes nothing: `run` gets the
+    /// owner's buffers and returns the new hidden rows (and two empty
+    /// arrays). The store stays in place: donating it would copy it, since
+    /// the owner's op, earlier in the same graph, still holds the buffer
+    /// when this one is encoded.
+    pub fn shared_layer_op(
+        &mut self,
+        layer: usize,
+        run: impl FnOnce(&Array, &Array) -> Result<(Array, Array, Array)>,
+    ) -> Result<Array> {
+        let (keys, values) = self.kv.buffers(layer);
+        run(keys, values).map(|(h, _, _)| h)
+    }
+
     /// Runs recurrent layer `layer` as one op that also steps its states,
     /// as [`layer_op`](Self::layer_op) does with a store: `run` gets the
     /// layer's `(conv, delta)` state buffers and returns the new hidden
