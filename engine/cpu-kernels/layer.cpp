@@ -74,6 +74,8 @@ struct Scratch {
   std::vector<float> logits, probs, weights, pair_out, xg, gate, up, down;
   // The shared expert's gate values, one per row.
   std::vector<float> shared_gate;
+  // Gemma 4's MoE: the dense MLP's normed output.
+  std::vector<float> dense;
   std::vector<uint32_t> chosen;
   std::vector<int64_t> start, next, order;
 };
@@ -116,13 +118,14 @@ void attend_items(const Problem& p, const float* qkv, int64_t qkv_w, float* out,
   attn::attend(a);
 }
 
-// The gated MLP over `rows` normed rows into s.proj.
-void gated_mlp(const Problem& p, Scratch& s, int64_t rows) {
-  s.gate_up.resize(size_t(rows * 2 * p.hidden));
-  s.act.resize(size_t(rows * p.hidden));
+// The gated MLP (gate_up, down; `hidden` wide) over `rows` normed rows
+// into s.proj.
+void gated_mlp(const Problem& p, Scratch& s, int64_t rows, int64_t hidden) {
+  s.gate_up.resize(size_t(rows * 2 * hidden));
+  s.act.resize(size_t(rows * hidden));
   product(s.normed.data(), rows, p.gate_up, s.gate_up.data(), p.blas_min_rows);
-  glu::gated(glu::Act(p.act), s.gate_up.data(), 2 * p.hidden, s.gate_up.data() + p.hidden, 2 * p.hidden,
-             rows, p.hidden, s.act.data());
+  glu::gated(glu::Act(p.act), s.gate_up.data(), 2 * hidden, s.gate_up.data() + hidden, 2 * hidden, rows, hidden,
+             s.act.data());
   product(s.act.data(), rows, p.down, s.proj.data(), p.blas_min_rows);
 }
 
@@ -152,6 +155,27 @@ void route_row(const float* logits, int64_t experts, int64_t top_k, bool norm_to
     for (int64_t j = 0; j < top_k; ++j) weights[j] /= total;
 }
 
+// Gemma 4's choice for one row from its router scores: the top_k scores
+// (ties to the lower id), weighed by the softmax over those k (MLX's
+// precise softmax, as route_row) times each chosen expert's scale.
+void gemma_route_row(const float* logits, int64_t experts, int64_t top_k, const float* scale, uint32_t* chosen,
+                     float* weights) {
+  thread_local std::vector<uint32_t> ids;
+  ids.resize(size_t(experts));
+  std::iota(ids.begin(), ids.end(), 0u);
+  std::partial_sort(ids.begin(), ids.begin() + top_k, ids.end(), [&](uint32_t a, uint32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  const float top = logits[ids[0]];
+  float sum = 0.0f;
+  for (int64_t j = 0; j < top_k; ++j) {
+    chosen[j] = ids[size_t(j)];
+    sum += weights[j] = std::exp(logits[chosen[j]] - top);
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < top_k; ++j) weights[j] = (weights[j] * inv) * scale[chosen[j]];
+}
+
 // The shared expert over `rows` normed rows, added to the routed sum in
 // s.proj: routed + down(act(gate) * up) * sigmoid(g), in the engine's op
 // graph's order (models/sparse_moe.rs).
@@ -173,22 +197,11 @@ void shared_expert(const Problem& p, Scratch& s, int64_t rows) {
   }
 }
 
-// Routed experts over `rows` normed rows into s.proj: each row's top_k
-// experts, the (row, choice) pairs grouped by expert so an expert's weights
-// are read once for all the rows that chose it; a row's output is its
-// choices' outputs weighted and summed in choice order. A pair's product is
-// the kernel's for its own row alone (its reduction order fixed by the
-// format), so a row's result does not depend on its batch.
-void routed_experts(const Problem& p, Scratch& s, int64_t rows) {
+// The chosen experts (s.chosen, s.weights: top_k per row) over `rows`
+// normed rows into s.proj: the (row, choice) pairs grouped by expert, a
+// row's output its choices' outputs weighted and summed in choice order.
+void expert_sum(const Problem& p, Scratch& s, int64_t rows) {
   const int64_t e_n = p.experts, k = p.top_k, pairs = rows * k;
-  s.logits.resize(size_t(rows * e_n));
-  s.probs.resize(size_t(rows * e_n));
-  s.chosen.resize(size_t(pairs));
-  s.weights.resize(size_t(pairs));
-  product(s.normed.data(), rows, p.router, s.logits.data(), p.blas_min_rows);
-  for (int64_t r = 0; r < rows; ++r)
-    route_row(s.logits.data() + r * e_n, e_n, k, p.norm_topk, s.probs.data() + r * e_n,
-              s.chosen.data() + r * k, s.weights.data() + r * k);
   // Counting sort of the pairs by expert (stable: rows keep their order).
   s.start.assign(size_t(e_n) + 1, 0);
   for (int64_t q = 0; q < pairs; ++q) ++s.start[size_t(s.chosen[size_t(q)]) + 1];
@@ -230,7 +243,54 @@ void routed_experts(const Problem& p, Scratch& s, int64_t rows) {
       for (int64_t x = 0; x < p.dim; ++x) o[x] += y[x] * w;
     }
   }
+}
+
+// Routed experts over `rows` normed rows into s.proj: each row's top_k
+// experts, the (row, choice) pairs grouped by expert so an expert's weights
+// are read once for all the rows that chose it; a row's output is its
+// choices' outputs weighted and summed in choice order. A pair's product is
+// the kernel's for its own row alone (its reduction order fixed by the
+// format), so a row's result does not depend on its batch.
+void routed_experts(const Problem& p, Scratch& s, int64_t rows) {
+  const int64_t e_n = p.experts, k = p.top_k, pairs = rows * k;
+  s.logits.resize(size_t(rows * e_n));
+  s.probs.resize(size_t(rows * e_n));
+  s.chosen.resize(size_t(pairs));
+  s.weights.resize(size_t(pairs));
+  product(s.normed.data(), rows, p.router, s.logits.data(), p.blas_min_rows);
+  for (int64_t r = 0; r < rows; ++r)
+    route_row(s.logits.data() + r * e_n, e_n, k, p.norm_topk, s.probs.data() + r * e_n,
+              s.chosen.data() + r * k, s.weights.data() + r * k);
+  expert_sum(p, s, rows);
   if (p.shared) shared_expert(p, s, rows);
+}
+
+// Gemma 4's MoE block over h_out into s.proj (layer.h), in the op graph's
+// order (models/gemma4.rs): norm(dense) + norm(routed).
+void gemma_moe(const Problem& p, Scratch& s, int64_t rows) {
+  const int64_t e_n = p.experts, k = p.top_k, dim = p.dim;
+  const auto norm_rows = [&](const float* w) {
+    for (int64_t r = 0; r < rows; ++r) rms_norm_row(p.h_out + r * dim, w, dim, p.eps, s.normed.data() + r * dim);
+  };
+  norm_rows(p.ffn_norm);
+  gated_mlp(p, s, rows, p.dense_hidden);
+  s.dense.resize(size_t(rows * dim));
+  for (int64_t r = 0; r < rows; ++r) rms_norm_row(s.proj.data() + r * dim, p.dense_out_norm, dim, p.eps, s.dense.data() + r * dim);
+  norm_rows(p.router_norm);
+  s.logits.resize(size_t(rows * e_n));
+  s.chosen.resize(size_t(rows * k));
+  s.weights.resize(size_t(rows * k));
+  product(s.normed.data(), rows, p.router, s.logits.data(), p.blas_min_rows);
+  for (int64_t r = 0; r < rows; ++r)
+    gemma_route_row(s.logits.data() + r * e_n, e_n, k, p.expert_scale, s.chosen.data() + r * k, s.weights.data() + r * k);
+  norm_rows(p.experts_norm);
+  expert_sum(p, s, rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = s.proj.data() + r * dim;
+    rms_norm_row(o, p.experts_out_norm, dim, p.eps, o);
+    const float* d = s.dense.data() + r * dim;
+    for (int64_t x = 0; x < dim; ++x) o[x] = d[x] + o[x];
+  }
 }
 
 // The attention block's mix over `rows` normed rows into s.proj: q/k/v,
@@ -397,10 +457,14 @@ void run(const Problem& p) {
   }
 
   // Feed-forward block.
-  for (int64_t r = 0; r < rows; ++r)
-    rms_norm_row(p.h_out + r * p.dim, p.ffn_norm, p.dim, p.eps, s.normed.data() + r * p.dim);
-  if (p.experts > 0) routed_experts(p, s, rows);
-  else gated_mlp(p, s, rows);
+  if (p.gemma_moe) {
+    gemma_moe(p, s, rows);
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      rms_norm_row(p.h_out + r * p.dim, p.ffn_norm, p.dim, p.eps, s.normed.data() + r * p.dim);
+    if (p.experts > 0) routed_experts(p, s, rows);
+    else gated_mlp(p, s, rows, p.hidden);
+  }
   for (int64_t r = 0; r < rows; ++r) {
     float* o = s.proj.data() + r * p.dim;
     if (p.ffn_out_norm) rms_norm_row(o, p.ffn_out_norm, p.dim, p.eps, o);

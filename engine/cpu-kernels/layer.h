@@ -137,6 +137,20 @@ struct Problem {
   const float* pl_norm; // [dim]
   // Multiplies the layer's output, last (Gemma 4's layer_scalar); or null.
   const float* layer_scalar;
+
+  // Gemma 4's MoE block (26B-A4B), with experts: the gated MLP (gate_up,
+  // down; dense_hidden wide) over norm(h, ffn_norm), normed by
+  // dense_out_norm, plus the routed experts normed by experts_out_norm. The
+  // router reads norm(h, router_norm), picks each row's top_k scores and
+  // weighs them by the softmax over those k times expert_scale; the experts
+  // read norm(h, experts_norm).
+  bool gemma_moe;
+  int64_t dense_hidden;
+  const float* router_norm; // [dim]
+  const float* expert_scale; // [experts]
+  const float* experts_norm; // [dim]
+  const float* experts_out_norm; // [dim]
+  const float* dense_out_norm; // [dim]
 };
 
 // Runs the layer: h_out = h + mix(norm(h)), then h_out += ffn(norm(h_out)),

@@ -288,6 +288,11 @@ typedef struct afm_layer_config_ {
   int per_layer_index;
   // A one-value input multiplying the layer's output, last.
   int layer_scalar;
+  // Gemma 4's MoE block (layer.h's gemma_moe), with experts: the dense
+  // MLP's gate_up and down as products 6 and 7, and five inputs after the
+  // RoPE wavelengths (router norm, expert scales, experts' norm, experts'
+  // output norm, dense output norm).
+  int gemma_moe;
 } afm_layer_config;
 }
 
@@ -314,8 +319,11 @@ namespace afm {
 // feed-forward's products come conv_w [kernel, conv_dim], decay and dt_bias
 // [value_heads] and the gated norm [value_dim] (no q/k norms). With
 // per_layer_dim, the per-layer gate [per_layer_dim, dim] and projection
-// [dim, per_layer_dim] follow down as products 4 and 5. Last, where the
-// config has them: the RoPE wavelengths [rope_dims / 2], the per-layer
+// [dim, per_layer_dim] follow down as products 4 and 5; with gemma_moe the
+// dense MLP's gate_up [2 * dense_hidden, dim] and down [dim, dense_hidden]
+// follow the experts as products 6 and 7. Last, where the config has them:
+// the RoPE wavelengths [rope_dims / 2], Gemma 4's MoE norms and scales
+// ([dim], [experts], [dim], [dim], [dim]), the per-layer
 // inputs [..., rows, layers, per_layer_dim] and the per-layer norm [dim],
 // the layer scalar [1]. CPU streams only; throws std::invalid_argument on
 // bad shapes or positions.

@@ -71,7 +71,8 @@ enum LayerInput : int { kH = 0, kKeys, kValues, kAttnNorm, kQkv, kO = kQkv + 3, 
 // The layer's products: q/k/v, o, then the feed-forward's two (gate/up,
 // down) or, with experts, four (router, the experts' gate, up, down).
 int products(const afm_layer_config& c) {
-  return c.experts > 0 ? (c.shared_expert ? 9 : 6) : (c.per_layer_dim > 0 ? 6 : 4);
+  if (c.experts > 0) return c.shared_expert ? 9 : (c.gemma_moe ? 8 : 6);
+  return c.per_layer_dim > 0 ? 6 : 4;
 }
 
 // The first input (packed weights; scales and biases follow) of product j,
@@ -90,6 +91,9 @@ std::vector<qmm::AffineMatrix*> matrices(layer::Problem& p, const afm_layer_conf
   if (c.experts > 0 && c.shared_expert)
     return {&p.qkv,           &p.o,           &p.router,         &p.expert_gate.first, &p.expert_up.first,
             &p.expert_down.first, &p.shared_gate_up, &p.shared_down, &p.shared_gate};
+  if (c.experts > 0 && c.gemma_moe)
+    return {&p.qkv,          &p.o,      &p.router, &p.expert_gate.first, &p.expert_up.first, &p.expert_down.first,
+            &p.gate_up, &p.down};
   if (c.experts > 0) return {&p.qkv, &p.o, &p.router, &p.expert_gate.first, &p.expert_up.first, &p.expert_down.first};
   if (c.per_layer_dim > 0) return {&p.qkv, &p.o, &p.gate_up, &p.down, &p.pl_gate, &p.pl_proj};
   return {&p.qkv, &p.o, &p.gate_up, &p.down};
@@ -99,15 +103,20 @@ std::vector<qmm::AffineMatrix*> matrices(layer::Problem& p, const afm_layer_conf
 // and the gated norm.
 constexpr int kRecurrentInputs = 4;
 
-// Where the inputs after the norms start: the RoPE wavelengths, the
-// per-layer inputs and norm, the layer scalar.
+// Gemma 4's MoE inputs after the RoPE wavelengths: router norm, expert
+// scales, experts' norm, experts' output norm, dense output norm.
+constexpr int kGemmaMoeInputs = 5;
+
+// Where the inputs after the norms start: the RoPE wavelengths, Gemma 4's
+// MoE inputs, the per-layer inputs and norm, the layer scalar.
 int tail_inputs(const afm_layer_config& c) {
   return optional_inputs(c) + kRecurrentInputs * (c.recurrent != 0) + 2 * (c.has_qk_norm != 0) +
       (c.has_attn_out_norm != 0) + (c.has_ffn_out_norm != 0);
 }
 
 int layer_inputs(const afm_layer_config& c) {
-  return tail_inputs(c) + (c.rope_freqs != 0) + 2 * (c.per_layer_dim > 0) + (c.layer_scalar != 0);
+  return tail_inputs(c) + (c.rope_freqs != 0) + kGemmaMoeInputs * (c.gemma_moe != 0) + 2 * (c.per_layer_dim > 0) +
+      (c.layer_scalar != 0);
 }
 
 // The conv_dim of a recurrent layer's convolution (q, k and v side by side).
@@ -201,6 +210,12 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
   if (routed) shapes.insert(shapes.end(), {{dim, c.experts}, {dim, hidden}, {dim, hidden}, {hidden, dim}});
   else shapes.insert(shapes.end(), {{dim, 2 * hidden}, {hidden, dim}});
   if (c.per_layer_dim > 0) shapes.insert(shapes.end(), {{dim, c.per_layer_dim}, {c.per_layer_dim, dim}});
+  if (c.gemma_moe && (!routed || c.shared_expert))
+    throw std::invalid_argument(at + "Gemma 4's MoE block has routed experts and no shared one");
+  if (c.gemma_moe) {
+    const int64_t dh = in[product_input(6)].shape(0) / 2;
+    shapes.insert(shapes.end(), {{dim, 2 * dh}, {dh, dim}});
+  }
   if (c.shared_expert) {
     const int64_t sh = in[product_input(6)].shape(0) / 2;
     shapes.insert(shapes.end(), {{dim, 2 * sh}, {sh, dim}, {dim, 1}});
@@ -235,6 +250,10 @@ std::vector<mx::array> decoder_layer(const std::vector<mx::array>& in, const afm
     if (in[next++].size() != size_t(rope_dims / 2))
       throw std::invalid_argument(at + "RoPE's wavelengths must be rope_dims / 2 values");
   }
+  if (c.gemma_moe)
+    for (int j = 0; j < kGemmaMoeInputs; ++j)
+      if (in[next++].size() != size_t(j == 1 ? c.experts : dim))
+        throw std::invalid_argument(at + "Gemma 4's MoE norms need dim values, its expert scales one per expert");
   if (c.per_layer_dim > 0) {
     const auto& per_layer = in[next++];
     const int64_t stride = rows ? int64_t(per_layer.size()) / rows : 0;
@@ -348,13 +367,15 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   const int64_t o_k = c.recurrent ? int64_t(c.delta_value_heads) * c.delta_value_dim : int64_t(c.heads) * c.head_dim;
   p.shared = c.shared_expert != 0;
   if (p.shared) p.shared_hidden = inputs[product_input(6)].shape(0) / 2;
+  p.gemma_moe = c.gemma_moe != 0;
+  if (p.gemma_moe) p.dense_hidden = inputs[product_input(6)].shape(0) / 2;
   const auto mats = matrices(p, c);
   const int n_products = products(c);
   // K of product j: o's and the down products' inputs are not the width.
   const auto k_of = [&](int j) {
     if (j == 1) return o_k;
     if (j == (routed ? 5 : 3)) return p.hidden;
-    if (routed && j == 7) return p.shared_hidden;
+    if (routed && j == 7) return c.gemma_moe ? p.dense_hidden : p.shared_hidden;
     if (!routed && j == 5) return p.per_layer_dim;
     return p.dim;
   };
@@ -370,7 +391,8 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   for (auto& in : inputs) views.push_back(view_of(in));
   if (c.per_layer_dim > 0) {
     const int64_t rows = inputs[kH].size() / size_t(p.dim);
-    p.per_layer_stride = rows ? int64_t(inputs[size_t(tail_inputs(c) + (c.rope_freqs != 0))].size()) / rows : 0;
+    const int at = tail_inputs(c) + (c.rope_freqs != 0) + kGemmaMoeInputs * (c.gemma_moe != 0);
+    p.per_layer_stride = rows ? int64_t(inputs[size_t(at)].size()) / rows : 0;
   }
   float* store[2] = {outputs[1].data<float>(), outputs[2].data<float>()};
   encoder.dispatch([p, c, rec, views = std::move(views), copy0 = copy[0], copy1 = copy[1], slots = slots_,
@@ -404,6 +426,13 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
     if (c.has_attn_out_norm) p.attn_out_norm = f32(next++);
     if (c.has_ffn_out_norm) p.ffn_out_norm = f32(next++);
     if (c.rope_freqs) p.rope_freqs = f32(next++);
+    if (c.gemma_moe) {
+      p.router_norm = f32(next++);
+      p.expert_scale = f32(next++);
+      p.experts_norm = f32(next++);
+      p.experts_out_norm = f32(next++);
+      p.dense_out_norm = f32(next++);
+    }
     if (c.per_layer_dim > 0) {
       p.per_layer_in = f32(next++) + int64_t(c.per_layer_index) * c.per_layer_dim;
       p.pl_norm = f32(next++);

@@ -77,32 +77,35 @@ fn a_decode_step_is_one_op_per_layer() {
     }
 }
 
-/// Gemma 4 (its 4-bit dense fixture): every layer is one op, the
-/// KV-shared ones (reading their owner's store), the full ones (K = V,
-/// proportional RoPE) and the per-layer input and scalar included.
-/// Outside the layers: the per-layer inputs' computation (once a pass)
-/// and the soft-capped head.
+/// Gemma 4 (its 4-bit fixtures, dense and MoE): every layer is one op,
+/// the KV-shared ones (reading their owner's store), the full ones (K = V,
+/// proportional RoPE), the per-layer input and scalar, and the MoE's
+/// dense MLP and routed experts side by side included. Outside the
+/// layers: the per-layer inputs' computation (once a pass) and the
+/// soft-capped head.
 #[test]
 fn a_gemma4_step_is_one_op_per_layer() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/models/random/gemma4_4bit"
-    );
-    let model = LoadedModel::load(path).unwrap();
-    let layers = model.model.config().num_layers;
-    let (ops, layer_ops) = decode_step_ops(&model, "AfmDecoderLayer");
-    eprintln!(
-        "gemma4_4bit: {ops} MLX ops per decode step, {layer_ops} of them whole layers, \
-         {layers} layers ({})",
-        afm_engine::cpu::layer::describe()
-    );
-    if afm_engine::cpu::layer::path().is_primitive() {
-        assert_eq!(layer_ops, layers, "a layer is not one op");
-        assert!(
-            ops - layer_ops < 50,
-            "{} ops outside the layers",
-            ops - layer_ops
+    for name in ["gemma4_4bit", "gemma4_moe_4bit"] {
+        let path = format!(
+            "{}/../fixtures/models/random/{name}",
+            env!("CARGO_MANIFEST_DIR")
         );
+        let model = LoadedModel::load(&path).unwrap();
+        let layers = model.model.config().num_layers;
+        let (ops, layer_ops) = decode_step_ops(&model, "AfmDecoderLayer");
+        eprintln!(
+            "{name}: {ops} MLX ops per decode step, {layer_ops} of them whole layers, \
+             {layers} layers ({})",
+            afm_engine::cpu::layer::describe()
+        );
+        if afm_engine::cpu::layer::path().is_primitive() {
+            assert_eq!(layer_ops, layers, "{name}: a layer is not one op");
+            assert!(
+                ops - layer_ops < 50,
+                "{name}: {} ops outside the layers",
+                ops - layer_ops
+            );
+        }
     }
 }
 

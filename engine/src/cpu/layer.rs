@@ -102,6 +102,12 @@ pub struct Gemma4 {
     pub per_layer: Option<PerLayer>,
     /// A one-value input multiplying the layer's output, last.
     pub layer_scalar: bool,
+    /// The MoE block (26B-A4B), with `routed`: the dense gated MLP (products
+    /// 6 and 7) beside the experts, Gemma's router (top-k scores, softmax
+    /// over them, per-expert scales) and five inputs after the RoPE
+    /// wavelengths (router norm, expert scales, the experts' norm, their
+    /// output norm, the dense output norm).
+    pub moe: bool,
 }
 
 /// A layer's share of the per-layer inputs (`[..., rows, layers, dim]`,
@@ -236,6 +242,7 @@ mod ffi {
         per_layer_dim: c_int,
         per_layer_index: c_int,
         layer_scalar: c_int,
+        gemma_moe: c_int,
     }
 
     extern "C" {
@@ -269,7 +276,8 @@ mod ffi {
         let products = 4
             + 2 * c.routed.is_some() as usize
             + 3 * shared as usize
-            + 2 * g.per_layer.is_some() as usize;
+            + 2 * g.per_layer.is_some() as usize
+            + 2 * g.moe as usize;
         if c.formats.len() != products {
             return Err(EngineError::Internal(
                 "decoder layer: one format per product".into(),
@@ -315,6 +323,7 @@ mod ffi {
             per_layer_dim: g.per_layer.map_or(0, |p| p.dim as c_int),
             per_layer_index: g.per_layer.map_or(0, |p| p.index as c_int),
             layer_scalar: g.layer_scalar as c_int,
+            gemma_moe: g.moe as c_int,
         };
         let handles: Vec<mlx_array> = inputs.iter().map(|a| a.as_ptr()).collect();
         // SAFETY: the handles come from live mlx-rs Arrays that outlive the

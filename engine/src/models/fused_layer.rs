@@ -3,8 +3,7 @@
 //! afm's whole-layer primitive ([`cpu::layer`]), where the layer's parts
 //! are ones it runs. Built at load beside the layer's op-graph form, which
 //! stays the route for everything else: Metal, `AFM_LAYER=off`, layers it
-//! does not take (Gemma 4's dense-and-routed blocks, dense or unsupported
-//! weights). A
+//! does not take (dense or unsupported weights). A
 //! layer that takes it does so in every pass (decoding rows, prefill chunks
 //! or both), so a row's arithmetic never depends on what else shares its
 //! pass.
@@ -29,12 +28,30 @@ pub struct LayerNorms<'a> {
     pub eps: f32,
 }
 
-/// What Gemma 4 adds after a layer's feed-forward block: the per-layer
+/// What Gemma 4 adds to a layer: the MoE block's routed experts beside
+/// the dense MLP (26B-A4B), and after the feed-forward block the per-layer
 /// input (its gate and projection, its norm and the layer's index among
 /// the pass's per-layer inputs) and the layer scalar.
-pub struct LayerEnd<'a> {
+pub struct Gemma4Parts<'a> {
+    pub moe: Option<Gemma4MoeParts<'a>>,
     pub per_layer: Option<PerLayerParts<'a>>,
     pub scalar: &'a Array,
+}
+
+/// Gemma 4's routed experts: the router reads `norm(h, router_norm)`, the
+/// experts `norm(h, experts_norm)`; the routed sum is normed by
+/// `experts_out_norm`, the dense MLP's output by `dense_out_norm`.
+pub struct Gemma4MoeParts<'a> {
+    pub router: &'a Linear,
+    pub router_norm: &'a Array,
+    pub expert_scale: &'a Array,
+    pub gate: &'a QuantizedWeight,
+    pub up: &'a QuantizedWeight,
+    pub down: &'a QuantizedWeight,
+    pub top_k: usize,
+    pub experts_norm: &'a Array,
+    pub experts_out_norm: &'a Array,
+    pub dense_out_norm: &'a Array,
 }
 
 pub struct PerLayerParts<'a> {
@@ -143,30 +160,45 @@ impl FusedLayer {
         Self::attention(norms, attention, ffn, None)
     }
 
-    /// A Gemma 4 layer's one-op form: [`new`](Self::new)'s, ending with
-    /// the per-layer input and the layer scalar.
+    /// A Gemma 4 layer's one-op form: [`new`](Self::new)'s (`ffn` being
+    /// the dense MLP), with the MoE block's experts beside it, and ending
+    /// with the per-layer input and the layer scalar.
     pub fn gemma4(
         norms: LayerNorms,
         attention: &SelfAttention,
         ffn: &dyn FeedForward,
-        end: LayerEnd,
+        parts: Gemma4Parts,
     ) -> Option<Self> {
-        Self::attention(norms, attention, ffn, Some(end))
+        Self::attention(norms, attention, ffn, Some(parts))
     }
 
     fn attention(
         norms: LayerNorms,
         attention: &SelfAttention,
         ffn: &dyn FeedForward,
-        end: Option<LayerEnd>,
+        end: Option<Gemma4Parts>,
     ) -> Option<Self> {
         if !cpu::layer::path().is_primitive() {
             return None;
         }
         let spec = attention.spec();
         let (qkv, o) = attention.projections();
-        let ff = FeedForwardParts::of(ffn)?;
+        let mut ff = FeedForwardParts::of(ffn)?;
         let mut packed = vec![one(qkv)?, o.packed()?];
+        let moe = end.as_ref().and_then(|e| e.moe.as_ref());
+        if let Some(m) = moe {
+            // The experts (products 2-5), then the dense MLP (6 and 7).
+            if ff.routed.is_some() {
+                return None;
+            }
+            packed.extend([m.router.packed()?, m.gate, m.up, m.down]);
+            ff.routed = Some(Routed {
+                experts: m.gate.weight.dim(0) as usize,
+                top_k: m.top_k,
+                normalize: false,
+                shared: false,
+            });
+        }
         packed.extend(&ff.packed);
         let per_layer = end.as_ref().and_then(|e| e.per_layer.as_ref());
         if let Some(p) = per_layer {
@@ -192,6 +224,7 @@ impl FusedLayer {
                 index: p.index,
             }),
             layer_scalar: end.is_some(),
+            moe: moe.is_some(),
         };
         let mut end_weights: Vec<Array> = per_layer.map(|p| p.norm.clone()).into_iter().collect();
         end_weights.extend(end.as_ref().map(|e| e.scalar.clone()));
@@ -217,6 +250,18 @@ impl FusedLayer {
         };
         let mut weights = inputs(&norms, &packed, extra)?;
         weights.extend(spec.rope_freqs.clone());
+        if let Some(m) = moe {
+            weights.extend(
+                [
+                    m.router_norm,
+                    m.expert_scale,
+                    m.experts_norm,
+                    m.experts_out_norm,
+                    m.dense_out_norm,
+                ]
+                .map(Array::clone),
+            );
+        }
         Some(FusedLayer {
             weights,
             end_weights,

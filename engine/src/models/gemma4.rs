@@ -11,9 +11,8 @@
 //! scale by `w` (not Gemma 3's `1 + w`), four per block; the embedding is
 //! scaled by `sqrt(hidden)`; logits are soft-capped. The 26B-A4B MoE runs
 //! a dense GeGLU MLP and routed GeGLU experts side by side. With packed
-//! weights on the CPU a dense layer is one op (`FusedLayer::gemma4`: all
-//! of the above from the input norm to the layer scalar); the MoE's layers
-//! stay MLX ops.
+//! weights on the CPU every layer is one op (`FusedLayer::gemma4`: all of
+//! the above from the input norm to the layer scalar).
 
 use mlx_rs::fast::rms_norm;
 use mlx_rs::ops::indexing::IndexOp;
@@ -23,7 +22,9 @@ use mlx_rs::Array;
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
 use super::forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
-use super::fused_layer::{self, FusedLayer, LayerEnd, LayerNorms, PerLayerParts};
+use super::fused_layer::{
+    self, FusedLayer, Gemma4MoeParts, Gemma4Parts, LayerNorms, PerLayerParts,
+};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
@@ -145,15 +146,20 @@ struct Layer {
     post_feedforward_norm: Array,
     input: Option<LayerInput>,
     scalar: Array,
-    /// The layer as one op, where the CPU primitive runs it (not the
-    /// dense-and-routed blocks of the MoE model).
+    /// The layer as one op, where the CPU primitive runs it.
     fused: Option<FusedLayer>,
 }
 
 impl Layer {
     fn fuse(&mut self, index: usize, eps: f32) {
-        let Ffn::Dense(mlp) = &self.ffn else {
-            return;
+        let (mlp, moe) = match &self.ffn {
+            Ffn::Dense(mlp) => (mlp, None),
+            Ffn::WithExperts(mlp, moe) => {
+                let Some(parts) = moe.layer_parts() else {
+                    return;
+                };
+                (mlp, Some(parts))
+            }
         };
         let norms = LayerNorms {
             attn: &self.input_norm,
@@ -162,7 +168,8 @@ impl Layer {
             ffn_out: Some(&self.post_feedforward_norm),
             eps,
         };
-        let end = LayerEnd {
+        let end = Gemma4Parts {
+            moe,
             per_layer: self.input.as_ref().map(|i| PerLayerParts {
                 gate: &i.gate,
                 projection: &i.projection,
@@ -497,6 +504,24 @@ impl Gemma4Moe {
             false,
         )?;
         Ok(rms_norm(out, Some(&self.post_norm), eps)?)
+    }
+
+    /// The block as the whole-layer primitive takes it, when its experts
+    /// are packed for it.
+    fn layer_parts(&self) -> Option<Gemma4MoeParts<'_>> {
+        let (gate, up, down) = self.experts.on_primitive()?;
+        Some(Gemma4MoeParts {
+            router: &self.router,
+            router_norm: &self.router_norm,
+            expert_scale: &self.per_expert_scale,
+            gate,
+            up,
+            down,
+            top_k: self.top_k as usize,
+            experts_norm: &self.pre_norm,
+            experts_out_norm: &self.post_norm,
+            dense_out_norm: &self.dense_post_norm,
+        })
     }
 
     fn stored(&self) -> Vec<Array> {

@@ -248,7 +248,9 @@ impl ExpertStack {
 
     /// The three stacks when afm's primitive multiplies all of them (else
     /// all three go through MLX's gathers).
-    fn on_primitive(&self) -> Option<(&QuantizedWeight, &QuantizedWeight, &QuantizedWeight)> {
+    pub(super) fn on_primitive(
+        &self,
+    ) -> Option<(&QuantizedWeight, &QuantizedWeight, &QuantizedWeight)> {
         Some((
             self.gate.on_primitive()?,
             self.up.on_primitive()?,
