@@ -24,6 +24,15 @@ fn prefilled(model: &LoadedModel) -> (KvStore, usize, Vec<u32>) {
     (kv, slot, prompt)
 }
 
+/// A random fixture model (`fixtures/models/random/<name>`).
+fn fixture(name: &str) -> LoadedModel {
+    let path = format!(
+        "{}/../fixtures/models/random/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    LoadedModel::load(&path).unwrap()
+}
+
 fn item(slot: usize, tokens: &[u32]) -> BatchItem<'_> {
     BatchItem {
         tokens,
@@ -86,11 +95,7 @@ fn a_decode_step_is_one_op_per_layer() {
 #[test]
 fn a_gemma4_step_is_one_op_per_layer() {
     for name in ["gemma4_4bit", "gemma4_moe_4bit"] {
-        let path = format!(
-            "{}/../fixtures/models/random/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let model = LoadedModel::load(&path).unwrap();
+        let model = fixture(name);
         let layers = model.model.config().num_layers;
         let (ops, layer_ops) = decode_step_ops(&model, "AfmDecoderLayer");
         eprintln!(
@@ -116,11 +121,7 @@ fn a_gemma4_step_is_one_op_per_layer() {
 #[test]
 fn a_hybrid_step_is_one_op_per_layer() {
     for name in ["qwen3_5_4bit", "qwen3_5_moe_4bit"] {
-        let path = format!(
-            "{}/../fixtures/models/random/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let model = LoadedModel::load(&path).unwrap();
+        let model = fixture(name);
         let layout = model.model.kv_layout();
         let (attention, recurrent) = (layout.layers.len(), layout.recurrent.len());
         let (ops, layer_ops) = decode_step_ops(&model, "AfmDecoderLayer");
@@ -158,11 +159,7 @@ fn a_decode_step_updates_the_kv_store_and_the_states_in_place() {
         return;
     }
     for name in ["qwen3_5_4bit", "gemma4_4bit"] {
-        let path = format!(
-            "{}/../fixtures/models/random/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let model = LoadedModel::load(&path).unwrap();
+        let model = fixture(name);
         let m = model.model.as_ref();
         let buffers = |kv: &KvStore| -> Vec<usize> {
             kv.arrays()
