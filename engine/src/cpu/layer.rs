@@ -797,5 +797,24 @@ mod tests {
         assert!(err(&inputs[..inputs.len() - 1], &rows(0, 0)).contains("number of inputs"));
         assert!(err(&inputs, &rows(SLOTS, 0)).contains("outside the KV store"));
         assert!(err(&inputs, &rows(0, CAP)).contains("past the store's capacity"));
+
+        // Gemma 4's inputs after the norms, each checked for its size.
+        let mut config = layer.config.clone();
+        config.gemma4.rope_freqs = true;
+        config.gemma4.layer_scalar = true;
+        let freqs = Array::from_slice(&[1.0f32; D / 2], &[(D / 2) as i32]);
+        let (one, two) = (
+            Array::from_slice(&[1.0f32], &[1]),
+            Array::from_slice(&[1.0f32, 2.0], &[2]),
+        );
+        let with = |tail: &[&Array]| {
+            let mut all = inputs.clone();
+            all.extend(tail);
+            decoder_layer(&all, &config, &rows(0, 0), 0).map(|_| ())
+        };
+        let refused = |tail: &[&Array]| with(tail).expect_err("refused").to_string();
+        assert!(refused(&[&one, &one]).contains("RoPE's wavelengths"));
+        assert!(refused(&[&freqs, &two]).contains("layer scalar must be one value"));
+        with(&[&freqs, &one]).expect("the right sizes are taken");
     }
 }
