@@ -321,8 +321,12 @@ void attention_block(const Problem& p, Scratch& s, int64_t rows) {
     for (int64_t t = 0; t < p.lens[i]; ++t, ++r) {
       const int64_t pos = int64_t(p.offsets[i]) + t;
       float* row = s.qkv.data() + r * qkv_w;
-      float* v = p.k_eq_v ? s.values.data() : row + qw + kvw;
-      if (p.k_eq_v && !p.kv_shared) std::memcpy(v, row + qw, size_t(kvw) * sizeof(float));
+      // This row's values (none for a layer reading another's store).
+      float* v = nullptr;
+      if (!p.kv_shared) {
+        v = p.k_eq_v ? s.values.data() : row + qw + kvw;
+        if (p.k_eq_v) std::memcpy(v, row + qw, size_t(kvw) * sizeof(float));
+      }
       rope_angles(s.inv_freq.data(), half, float(pos), s.cos.data(), s.sin.data());
       // q heads then k heads: normed per head, then rotated.
       for (int64_t hh = 0; hh < qk_heads; ++hh) {
