@@ -176,7 +176,7 @@ impl FusedLayer {
         norms: LayerNorms,
         attention: &SelfAttention,
         ffn: &dyn FeedForward,
-        end: Option<Gemma4Parts>,
+        gemma4_parts: Option<Gemma4Parts>,
     ) -> Option<Self> {
         if !cpu::layer::path().is_primitive() {
             return None;
@@ -185,7 +185,7 @@ impl FusedLayer {
         let (qkv, o) = attention.projections();
         let mut ff = FeedForwardParts::of(ffn)?;
         let mut packed = vec![one(qkv)?, o.packed()?];
-        let moe = end.as_ref().and_then(|e| e.moe.as_ref());
+        let moe = gemma4_parts.as_ref().and_then(|e| e.moe.as_ref());
         if let Some(m) = moe {
             // The experts (products 2-5), then the dense MLP (6 and 7).
             if ff.routed.is_some() {
@@ -200,7 +200,7 @@ impl FusedLayer {
             });
         }
         packed.extend(&ff.packed);
-        let per_layer = end.as_ref().and_then(|e| e.per_layer.as_ref());
+        let per_layer = gemma4_parts.as_ref().and_then(|e| e.per_layer.as_ref());
         if let Some(p) = per_layer {
             // Products 4 and 5 (the primitive takes them with a dense MLP).
             if ff.routed.is_some() {
@@ -223,11 +223,11 @@ impl FusedLayer {
                 dim: p.gate.packed().map_or(0, |q| q.weight.dim(0) as usize),
                 index: p.index,
             }),
-            layer_scalar: end.is_some(),
+            layer_scalar: gemma4_parts.is_some(),
             moe: moe.is_some(),
         };
         let mut end_weights: Vec<Array> = per_layer.map(|p| p.norm.clone()).into_iter().collect();
-        end_weights.extend(end.as_ref().map(|e| e.scalar.clone()));
+        end_weights.extend(gemma4_parts.as_ref().map(|e| e.scalar.clone()));
         let config = Config {
             recurrent: None,
             heads: spec.heads,
