@@ -4,7 +4,8 @@
 //! Without an explicit budget a request still gets one: reasoning may never
 //! take the whole `max_tokens` (a thinking model asked a trivial question
 //! with `max_tokens: 50` must still answer), so a quarter of `max_tokens`
-//! (at least 16 tokens, at most half) is kept for content.
+//! (at least 16 tokens, at most half) is kept for content, after the end
+//! of reasoning the engine writes when the budget is spent.
 
 /// Counts reasoning tokens and says when to force the end of reasoning.
 #[derive(Debug, Clone)]
@@ -16,14 +17,16 @@ pub struct ThinkingBudget {
 
 impl ThinkingBudget {
     /// The budget of a request: its own, else the server's, else none;
-    /// always capped so content keeps its share of `max_tokens`.
+    /// always capped so content keeps its share of `max_tokens` after the
+    /// `forced_close` tokens that end reasoning (they count as output).
     pub fn for_request(
         requested: Option<usize>,
         default: Option<usize>,
         max_tokens: usize,
+        forced_close: usize,
     ) -> Self {
         let reserve = (max_tokens / 4).max(16).min(max_tokens / 2);
-        let cap = max_tokens - reserve;
+        let cap = max_tokens.saturating_sub(reserve + forced_close);
         let limit = requested.or(default).map_or(cap, |b| b.min(cap));
         ThinkingBudget {
             limit,
@@ -77,7 +80,7 @@ mod tests {
         let mut config = OutputConfig::text(ReasoningFormat::Think);
         config.prompt_opens_reasoning = true;
         let mut parser = OutputParser::new(&config);
-        let mut budget = ThinkingBudget::for_request(Some(5), None, 100);
+        let mut budget = ThinkingBudget::for_request(Some(5), None, 100, 3);
         let forced = ["\n", "</think>", "\n\n"];
         let mut queue: Vec<&str> = Vec::new();
         let (mut reasoning, mut content) = (String::new(), String::new());
@@ -113,15 +116,19 @@ mod tests {
 
     #[test]
     fn content_keeps_a_share_of_max_tokens() {
-        assert_eq!(ThinkingBudget::for_request(None, None, 50).limit(), 34);
+        // 50: 16 kept for content, 3 for the forced end of reasoning.
+        assert_eq!(ThinkingBudget::for_request(None, None, 50, 3).limit(), 31);
         assert_eq!(
-            ThinkingBudget::for_request(Some(1000), None, 4096).limit(),
+            ThinkingBudget::for_request(Some(1000), None, 4096, 3).limit(),
             1000
         );
         assert_eq!(
-            ThinkingBudget::for_request(None, Some(10), 4096).limit(),
+            ThinkingBudget::for_request(None, Some(10), 4096, 3).limit(),
             10
         );
-        assert_eq!(ThinkingBudget::for_request(None, None, 20).limit(), 10);
+        assert_eq!(ThinkingBudget::for_request(None, None, 20, 3).limit(), 7);
+        // max_tokens 4 (a JSON reply cut short): the end of reasoning at
+        // once, and one token of content.
+        assert_eq!(ThinkingBudget::for_request(None, None, 4, 3).limit(), 0);
     }
 }

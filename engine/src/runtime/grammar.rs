@@ -64,6 +64,9 @@ pub fn tool_constraint(request: &GenerationRequest) -> Result<Option<Constraint>
 #[derive(Clone)]
 pub struct GrammarCompiler {
     factory: Arc<ParserFactory>,
+    /// The hermes call markers as grammar text ([`marker`]).
+    call_open: String,
+    call_close: String,
 }
 
 impl GrammarCompiler {
@@ -82,6 +85,8 @@ impl GrammarCompiler {
         let factory = ParserFactory::new_simple(&env).map_err(grammar_err)?;
         Ok(GrammarCompiler {
             factory: Arc::new(factory),
+            call_open: marker(tokenizer, HERMES_OPEN),
+            call_close: marker(tokenizer, HERMES_CLOSE),
         })
     }
 
@@ -101,7 +106,7 @@ impl GrammarCompiler {
             (Constraint::JsonSchema(schema), None) => {
                 TopLevelGrammar::from_json_schema(compact(schema.clone()))
             }
-            _ => TopLevelGrammar::from_lark(lark_grammar(constraint, reasoning)),
+            _ => TopLevelGrammar::from_lark(self.lark_grammar(constraint, reasoning)),
         };
         let parser =
             self.factory
@@ -130,8 +135,25 @@ fn compact(mut schema: Value) -> Value {
     schema
 }
 
-/// The end of a reasoning block as grammar text: a special token of the
-/// tokenizer is matched as that token, other markers as their bytes.
+/// A marker as grammar text: an added token of the tokenizer (special or
+/// not: llguidance's token trie treats every added token as one, so its
+/// bytes never match text) as that token, by id; other markers as their
+/// bytes. Qwen3-style models have `</think>` and `<tool_call>` as added,
+/// non-special tokens: matched as bytes they could only be spelled out
+/// piece by piece, which such a model never does.
+fn marker(tokenizer: &TextTokenizer, text: &str) -> String {
+    tokenizer
+        .hf()
+        .get_added_tokens_decoder()
+        .iter()
+        .find(|(_, t)| t.content == text)
+        .map_or_else(
+            || Value::from(text).to_string(),
+            |(id, _)| format!("<[{id}]>"),
+        )
+}
+
+/// The end of a reasoning block as grammar text ([`marker`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReasoningPrefix {
     close: String,
@@ -139,56 +161,93 @@ pub struct ReasoningPrefix {
 
 impl ReasoningPrefix {
     pub fn new(tokenizer: &TextTokenizer, close: &str) -> Self {
-        let special = tokenizer
-            .hf()
-            .get_added_tokens_decoder()
-            .values()
-            .any(|t| t.special && t.content == close);
-        let close = if special {
-            close.to_string()
-        } else {
-            Value::from(close).to_string()
-        };
-        ReasoningPrefix { close }
+        ReasoningPrefix {
+            close: marker(tokenizer, close),
+        }
     }
 }
 
-/// Lark text for `constraint` (as rule `body`), after a reasoning block
-/// when `reasoning` is given.
-fn lark_grammar(constraint: &Constraint, reasoning: Option<&ReasoningPrefix>) -> String {
-    let body = match constraint {
-        Constraint::JsonObject => format!("body: %json {}\n", compact(json!({"type": "object"}))),
-        Constraint::JsonSchema(schema) => format!("body: %json {}\n", compact(schema.clone())),
-        Constraint::ToolCall(tools) => hermes_call_grammar(tools, false),
-        // Text that cannot hold a call, or text up to the first call marker
-        // (lazy) and then a valid call.
-        Constraint::MaybeToolCall(tools) => format!(
-            "body: TEXT | before_call call\nTEXT: /(?s:.*)/ & ~/(?s:.*){marker}(?s:.*)/\nbefore_call[lazy]: /(?s:.*)/ \"{HERMES_OPEN}\"\n{}",
-            hermes_call_grammar(tools, true),
-            marker = regex_literal(HERMES_OPEN),
-        ),
-        Constraint::NoToolCalls(markers) => {
-            let any: Vec<String> = markers.iter().map(|m| regex_literal(m)).collect();
-            format!(
-                "body: FREE\nFREE: /(?s:.*)/ & ~/(?s:.*)({})(?s:.*)/\n",
-                any.join("|")
-            )
+impl GrammarCompiler {
+    /// Lark text for `constraint` (as rule `body`), after a reasoning block
+    /// when `reasoning` is given.
+    fn lark_grammar(&self, constraint: &Constraint, reasoning: Option<&ReasoningPrefix>) -> String {
+        let body = match constraint {
+            Constraint::JsonObject => {
+                format!("body: %json {}\n", compact(json!({"type": "object"})))
+            }
+            Constraint::JsonSchema(schema) => format!("body: %json {}\n", compact(schema.clone())),
+            Constraint::ToolCall(tools) => self.hermes_call_grammar(tools, false),
+            // Text that cannot hold a call, or text up to the first call
+            // marker (lazy) and then a valid call. A marker that is a token
+            // is never part of text: the text runs to it.
+            Constraint::MaybeToolCall(tools) => {
+                let text = format!(
+                    "TEXT: /(?s:.*)/ & ~/(?s:.*){}(?s:.*)/\n",
+                    regex_literal(HERMES_OPEN)
+                );
+                let before = if self.call_open.starts_with('"') {
+                    format!(
+                        "body: TEXT | before_call call\nbefore_call[lazy]: /(?s:.*)/ {}\n",
+                        self.call_open
+                    )
+                } else {
+                    format!("body: TEXT | TEXT {} call\n", self.call_open)
+                };
+                before + &text + &self.hermes_call_grammar(tools, true)
+            }
+            Constraint::NoToolCalls(markers) => {
+                let any: Vec<String> = markers.iter().map(|m| regex_literal(m)).collect();
+                format!(
+                    "body: FREE\nFREE: /(?s:.*)/ & ~/(?s:.*)({})(?s:.*)/\n",
+                    any.join("|")
+                )
+            }
+        };
+        let start = match reasoning {
+            None => "start: body\n".to_string(),
+            // Lazy: the block ends at the first end marker.
+            Some(r) if r.close.starts_with('"') => format!(
+                "start: reasoning /[ \\t\\r\\n]*/ body\nreasoning[lazy]: REASONING {}\nREASONING: /(?s:.*)/\n",
+                r.close
+            ),
+            // A token is never part of text: the block runs to it.
+            Some(r) => format!(
+                "start: REASONING {} /[ \\t\\r\\n]*/ body\nREASONING: /(?s:.*)/\n",
+                r.close
+            ),
+        };
+        start + &body
+    }
+
+    /// Lark rules for one hermes-format call of any of `tools`: rule
+    /// `body` for the whole call, or rule `call` for what follows the open
+    /// marker.
+    fn hermes_call_grammar(&self, tools: &[ToolSpec], after_open: bool) -> String {
+        let calls: Vec<Value> = tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "name": {"const": t.name},
+                        "arguments": t.parameters,
+                    },
+                    "required": ["name", "arguments"],
+                    "additionalProperties": false
+                })
+            })
+            .collect();
+        let schema = compact(json!({"anyOf": calls}));
+        let call = format!(
+            "call: \"\\n\" args \"\\n\" {}\nargs: %json {schema}\n",
+            self.call_close
+        );
+        if after_open {
+            call
+        } else {
+            format!("body: {} call\n{call}", self.call_open)
         }
-    };
-    let start = match reasoning {
-        None => "start: body\n".to_string(),
-        // Lazy: the block ends at the first end marker.
-        Some(r) if r.close.starts_with('"') => format!(
-            "start: reasoning /[ \\t\\r\\n]*/ body\nreasoning[lazy]: REASONING {}\nREASONING: /(?s:.*)/\n",
-            r.close
-        ),
-        // A special token is never part of text: the block runs to it.
-        Some(r) => format!(
-            "start: REASONING {} /[ \\t\\r\\n]*/ body\nREASONING: /(?s:.*)/\n",
-            r.close
-        ),
-    };
-    start + &body
+    }
 }
 
 /// `text` as a regex matching itself, inside a Lark `/.../` literal.
@@ -204,32 +263,7 @@ fn regex_literal(text: &str) -> String {
 }
 
 const HERMES_OPEN: &str = "<tool_call>";
-
-/// Lark rules for one hermes-format call of any of `tools`: rule `body`
-/// for the whole call, or rule `call` for what follows the open marker.
-fn hermes_call_grammar(tools: &[ToolSpec], after_open: bool) -> String {
-    let calls: Vec<Value> = tools
-        .iter()
-        .map(|t| {
-            json!({
-                "type": "object",
-                "properties": {
-                    "name": {"const": t.name},
-                    "arguments": t.parameters,
-                },
-                "required": ["name", "arguments"],
-                "additionalProperties": false
-            })
-        })
-        .collect();
-    let schema = compact(json!({"anyOf": calls}));
-    let call = format!("call: \"\\n\" args \"\\n</tool_call>\"\nargs: %json {schema}\n");
-    if after_open {
-        call
-    } else {
-        format!("body: \"{HERMES_OPEN}\" call\n{call}")
-    }
-}
+const HERMES_CLOSE: &str = "</tool_call>";
 
 /// One request's grammar position.
 pub struct GrammarState {

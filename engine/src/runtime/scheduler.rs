@@ -169,6 +169,7 @@ impl Scheduler {
                 s,
                 self.text.limits.context_length,
                 self.config.thinking_budget,
+                self.text.forced_close.len(),
             ));
         }
     }

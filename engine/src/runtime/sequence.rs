@@ -20,7 +20,7 @@ use crate::runtime::grammar::GrammarState;
 use crate::runtime::model_text::ModelText;
 use crate::runtime::sampler::{logprobs, Sampler, SamplingParams};
 use crate::runtime::stats::EngineStats;
-use crate::runtime::stop::StopMatcher;
+use crate::runtime::stop::{StopMatcher, StopScan};
 
 /// A request handed to the engine thread.
 /// A checked request's generation settings.
@@ -80,7 +80,14 @@ pub struct Sequence {
 }
 
 impl Sequence {
-    pub fn new(mut s: NewSequence, context_length: usize, default_budget: Option<usize>) -> Self {
+    /// `forced_close`: the length in tokens of the end of reasoning the
+    /// engine writes when a thinking budget is spent.
+    pub fn new(
+        mut s: NewSequence,
+        context_length: usize,
+        default_budget: Option<usize>,
+        forced_close: usize,
+    ) -> Self {
         // Never generate past the model's context.
         s.settings.max_tokens = s
             .settings
@@ -93,6 +100,7 @@ impl Sequence {
                 s.thinking_budget,
                 default_budget,
                 s.settings.max_tokens,
+                forced_close,
             ),
             forced: VecDeque::new(),
             stop: StopMatcher::new(s.settings.stop.clone()),
@@ -200,7 +208,17 @@ impl Sequence {
         self.next_input = [token];
         self.replied.push(token);
         let piece = self.decoder.push(&text.tokenizer, token)?;
-        let scan = self.stop.push(&piece);
+        // Stop sequences end the answer, as Anthropic's `stop_sequences`
+        // end text blocks: reasoning is not matched against them (a stop
+        // word in the thinking would end the reply before any content).
+        let scan = if in_reasoning {
+            StopScan {
+                emit: piece,
+                stopped_by: None,
+            }
+        } else {
+            self.stop.push(&piece)
+        };
         if let Some(k) = scan.stopped_by {
             self.finish(stats, scan.emit, logprob, FinishReason::StopSequence(k));
             return Ok(());
