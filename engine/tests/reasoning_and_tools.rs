@@ -407,3 +407,76 @@ fn a_strict_tool_under_auto_allows_text_or_a_valid_call() {
         "{answered}"
     );
 }
+
+/// The conformance model (models/conformance/): `<think>`, `</think>`,
+/// `<tool_call>` and `</tool_call>` are added tokens that are not special,
+/// as in Qwen3's tokenizer, and its own template opens the think block.
+fn conformance_api() -> ApiContext {
+    let engine = Engine::start(
+        "conformance",
+        EngineConfig {
+            grammar_constraints: true,
+            concurrent: 2,
+            ..Default::default()
+        },
+    )
+    .expect("run scripts/setup.sh first");
+    ApiContext::new(engine, "conformance")
+}
+
+#[test]
+fn constraints_after_reasoning_take_marker_tokens_that_are_not_special() {
+    // The grammar once spelled such markers as bytes, which the token trie
+    // never matches: every constrained request with thinking on failed
+    // with "token </think> doesn't satisfy the grammar".
+    let api = conformance_api();
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                        "required": ["city"], "additionalProperties": false});
+    let mut ask = question("Which city is the capital of France? Reply in JSON.", 80);
+    ask["response_format"] = json!({"type": "json_schema",
+        "json_schema": {"name": "city", "strict": true, "schema": schema}});
+    let body = complete(&api, &ask);
+    let message = &body["choices"][0]["message"];
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    assert!(reasoning_tokens(&body) > 0, "{body}");
+    assert_matches_schema(message["content"].as_str().unwrap().trim(), &schema);
+
+    let params = json!({"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                        "required": ["city"], "additionalProperties": false});
+    let tools =
+        json!([{"type": "function", "function": {"name": "get_weather", "parameters": params}}]);
+    let mut ask = question("What is the weather in Oslo?", 80);
+    ask["tools"] = tools.clone();
+    ask["tool_choice"] = json!("required");
+    let body = complete(&api, &ask);
+    let choice = &body["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{body}");
+    let call = &choice["message"]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "get_weather");
+    assert_matches_schema(call["arguments"].as_str().unwrap(), &params);
+
+    // A strict tool under auto: text or a valid call, never an error.
+    let mut ask = question("What is the weather in Rome?", 80);
+    ask["tools"] = json!([{"type": "function", "function": {"name": "get_weather", "strict": true,
+                                                          "parameters": params}}]);
+    let body = complete(&api, &ask);
+    assert!(body.get("error").is_none(), "{body}");
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_calls", "{body}");
+}
+
+#[test]
+fn a_stop_sequence_ends_the_answer_not_the_reasoning() {
+    // The model's reasoning names the lighthouse too ("I will describe a
+    // lighthouse ..."): matched there, the reply ended with no content.
+    let api = conformance_api();
+    let mut ask = question("Describe a lighthouse in one sentence.", 60);
+    ask["stop"] = json!(["lighthouse"]);
+    let body = complete(&api, &ask);
+    let message = &body["choices"][0]["message"];
+    let reasoning = message["reasoning_content"].as_str().unwrap_or_default();
+    let content = message["content"].as_str().unwrap_or_default();
+    assert!(reasoning.contains("lighthouse"), "{body}");
+    assert!(!content.trim().is_empty(), "{body}");
+    assert!(!content.contains("lighthouse"), "{body}");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+}

@@ -11,6 +11,11 @@
 # server built from source, on the GGUF itself). Both get the tools-aware
 # ChatML template of fixtures/templates/, since the bundled model's own
 # template offers no tools. afm-test starts and stops the server itself.
+# With MODEL=conformance the peer serves the conformance model instead
+# (models/conformance/: it thinks and calls tools, with its own Qwen3-style
+# template): mlx-lm its HF folder, llama-server its GGUF, each with its
+# defaults (both parse `<think>` and Hermes calls unasked); the committed
+# report is then baselines/peers/PEER-conformance.json.
 # TIER defaults to full. `--refresh` replaces the committed report with
 # this run instead of diffing (commit it with the reasons of any new
 # failure). Exit status: afm-test diff's (1 on a regression).
@@ -27,8 +32,23 @@ GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
 afm_test() { if [ -n "${AFM_TEST:-}" ]; then "$AFM_TEST" "$@"; else cargo run -q -p afm-harness --bin afm-test -- "$@"; fi; }
 afm_serve() { if [ -n "${AFM_SERVE:-}" ]; then "$AFM_SERVE" "$@"; else cargo run -q -p afm-engine --bin afm-serve -- "$@"; fi; }
 
-case "$PEER" in
-mlx-lm)
+CONFORMANCE=.cache/models/conformance
+case "$PEER:${MODEL:-smollm2}" in
+mlx-lm:conformance)
+    BIN="$(bash interop/peers/mlx-lm.sh)"
+    MODEL="$CONFORMANCE/hf"
+    SERVER="$BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING"
+    SUFFIX=-conformance
+    ;;
+llama-server:conformance)
+    BIN="$(bash interop/peers/llama-server.sh)"
+    MODEL="$CONFORMANCE/afm-conformance.Q8_0.gguf"
+    export LD_LIBRARY_PATH="$(dirname "$BIN")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    KEY=afm-peer-key
+    SERVER="$BIN -m {model} --port {port} --jinja -np 8 -c 16384 -t $(nproc) --api-key $KEY"
+    SUFFIX=-conformance
+    ;;
+mlx-lm:smollm2)
     BIN="$(bash interop/peers/mlx-lm.sh)"
     MODEL=.cache/peers/smollm2-f32
     [ -f "$MODEL/model.safetensors" ] ||
@@ -37,7 +57,7 @@ mlx-lm)
     # mlx_lm.server takes the template's text, not a file.
     SERVER="$BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\""
     ;;
-llama-server)
+llama-server:smollm2)
     BIN="$(bash interop/peers/llama-server.sh)"
     MODEL="$GGUF"
     export LD_LIBRARY_PATH="$(dirname "$BIN")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -46,13 +66,13 @@ llama-server)
     SERVER="$BIN -m {model} --port {port} --jinja --chat-template-file $TEMPLATE -np 8 -c 16384 -t $(nproc) --api-key $KEY"
     ;;
 *)
-    echo "unknown peer '$PEER' (mlx-lm or llama-server)" >&2
+    echo "unknown peer '$PEER' (mlx-lm or llama-server) or MODEL '${MODEL:-}' (smollm2 or conformance)" >&2
     exit 2
     ;;
 esac
 
-OUT="target/peers-test/$PEER-$TIER"
-BASELINE="baselines/peers/$PEER.json"
+OUT="target/peers-test/$PEER${SUFFIX:-}-$TIER"
+BASELINE="baselines/peers/$PEER${SUFFIX:-}.json"
 KNOWN="baselines/peers/$PEER.known.toml"
 rc=0
 afm_test run --tier "$TIER" --seed 1 --server "$SERVER" --model "$MODEL" ${KEY:+--api-key "$KEY"} \

@@ -21,8 +21,9 @@ fn server() -> ServerConfig {
 /// How `afm-serve` serves a model.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeFlags {
-    /// Model to serve: the alias `smollm2` or `gemma3-270m`, a .gguf file,
-    /// an MLX/HF folder, or an HF repo id already in the local HF cache.
+    /// Model to serve: the alias `smollm2`, `gemma3-270m` or `conformance`,
+    /// a .gguf file, an MLX/HF folder, or an HF repo id already in the
+    /// local HF cache.
     #[arg(long, default_value = "smollm2")]
     pub model: String,
     /// Address to listen on. Anything but loopback requires --api-key.

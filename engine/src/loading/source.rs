@@ -1,9 +1,10 @@
 //! Turns what a user passes as `--model` into files on disk.
 //!
 //! Three spellings are accepted, tried in this order:
-//! 1. an alias of a bundled model (`smollm2`), installed by `scripts/setup.sh`
-//!    into the model folder (`$AFM_MODEL_DIR`, defaulting to the one the build
-//!    was configured with);
+//! 1. an alias of a bundled model (`smollm2`, `gemma3-270m`, `conformance`),
+//!    installed by `scripts/setup.sh` into the model folder
+//!    (`$AFM_MODEL_DIR`, defaulting to the one the build was configured
+//!    with);
 //! 2. a local path: a `.gguf` file, or a folder holding `config.json`
 //!    (MLX/HF safetensors) or exactly one `.gguf`;
 //! 3. a Hugging Face repo id (`owner/name`) already present in the local HF
@@ -18,6 +19,10 @@ const ALIASES: &[(&str, &str, &str)] = &[
     ("smollm2", "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     // Gemma 3 270M base (Gemma terms), Q4_K_M.
     ("gemma3-270m", "gemma3-270m", "gemma-3-270m-q4_k_m.gguf"),
+    // afm-conformance: SmolLM2 taught Qwen3's thinking and Hermes tool
+    // calls (models/conformance/), assembled by set-up from the bundled
+    // base and the committed deltas.
+    ("conformance", "conformance", "afm-conformance.Q8_0.gguf"),
 ];
 
 /// Where a model's files are, and in which format.
