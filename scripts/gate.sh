@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The regression gate on the project's own engine: runs the standard tier
-# of the suites with a fixed seed, twice, and compares each report with its
-# committed baseline; any case that passed there and fails now fails the
-# gate:
+# of the suites with a fixed seed, twice, on the conformance model (the
+# bundled base taught to think and call tools, so the reasoning and
+# thinking-budget cases run rather than skip), and compares each report
+# with its committed baseline; any case that passed there and fails now
+# fails the gate:
 #   1. in-process (the engine started with afm-serve's own flag reader and
 #      defaults, batch-invariant: baselines/standard.json);
 #   2. against `afm-serve` as users start it, with no flags, through
@@ -37,6 +39,6 @@ gate() {
 }
 
 [ "${1:-}" = "--refresh" ] && REFRESH=1
-gate in-process baselines/standard.json
-gate afm-serve baselines/afm-serve.json --model smollm2 \
+gate in-process baselines/standard.json --model conformance
+gate afm-serve baselines/afm-serve.json --model conformance \
     --server "target/debug/afm-serve --model {model} --port {port}"

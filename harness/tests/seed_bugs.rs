@@ -27,7 +27,7 @@ struct Expectation {
     caught_by: &'static [&'static str],
 }
 
-const EXPECTATIONS: [Expectation; 8] = [
+const EXPECTATIONS: [Expectation; 9] = [
     Expectation {
         fault: "cache_miss_together",
         clean: "clean",
@@ -70,6 +70,16 @@ const EXPECTATIONS: [Expectation; 8] = [
         clean: "reasoning",
         sections: &["reasoning", "thinking_budget"],
         caught_by: &["reasoning.separated", "reasoning.disabled"],
+    },
+    Expectation {
+        fault: "thinking_eats_max_tokens",
+        clean: "reasoning",
+        sections: &["reasoning", "thinking_budget"],
+        // No answer left within max_tokens 50; the budget of 16 ignored.
+        caught_by: &[
+            "thinking_budget.small_max_tokens",
+            "thinking_budget.request_budget",
+        ],
     },
     Expectation {
         fault: "turn_end_runaway",

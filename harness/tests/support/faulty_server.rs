@@ -2,7 +2,8 @@
 //! HTTP front that injects one of the bug classes of the shared seed
 //! reports, chosen by the first path segment (`/{fault}/v1/...`).
 //! `/clean/...` injects nothing; `/reasoning/...` simulates a reasoning
-//! model correctly (the clean counterpart of `markers_in_content`).
+//! model correctly (the clean counterpart of `markers_in_content` and
+//! `thinking_eats_max_tokens`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,13 +20,14 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 /// Every fault and the clean modes.
-pub const FAULTS: [&str; 8] = [
+pub const FAULTS: [&str; 9] = [
     "cache_miss_together",
     "empty_strict_together",
     "duplicated_stream_args",
     "string_numbers",
     "seed_batch_drift",
     "markers_in_content",
+    "thinking_eats_max_tokens",
     "turn_end_runaway",
     "missing_logprobs",
 ];
@@ -171,7 +173,21 @@ impl Ctx<'_> {
             .pointer("/chat_template_kwargs/enable_thinking")
             == Some(&json!(false))
     }
+
+    /// Seed 002's server: thinking counted against `max_tokens` with no
+    /// share kept for the answer, and `thinking_budget` ignored. Its
+    /// model thinks for LONG_THOUGHT_TOKENS, so a smaller `max_tokens`
+    /// ends inside the reasoning: no content, finish "length".
+    fn thought_ate_the_answer(&self) -> bool {
+        !self.thinking_off()
+            && self.request["max_tokens"]
+                .as_u64()
+                .is_some_and(|m| m < LONG_THOUGHT_TOKENS)
+    }
 }
+
+/// The length of the thought of `thinking_eats_max_tokens`' model.
+const LONG_THOUGHT_TOKENS: u64 = 100;
 
 const THOUGHT: &str = "I should answer briefly.";
 const RUNAWAY: &str = "<|im_end|>\n<|im_start|>user\nAnd then";
@@ -204,6 +220,25 @@ fn inject_whole(fault: &str, ctx: &Ctx, body: &mut Value) {
         "reasoning" if !ctx.thinking_off() => {
             message["reasoning_content"] = json!(THOUGHT);
             body["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": 5});
+        }
+        "thinking_eats_max_tokens" if !ctx.thinking_off() => {
+            message["reasoning_content"] = json!(THOUGHT.repeat(20));
+            let ate = ctx.thought_ate_the_answer();
+            if ate {
+                message["content"] = json!("");
+                choice["finish_reason"] = json!("length");
+            }
+            let max = ctx.request["max_tokens"].clone();
+            let usage = &mut body["usage"];
+            let reasoning = if ate {
+                max.clone()
+            } else {
+                json!(LONG_THOUGHT_TOKENS)
+            };
+            if ate {
+                usage["completion_tokens"] = max;
+            }
+            usage["completion_tokens_details"] = json!({"reasoning_tokens": reasoning});
         }
         "markers_in_content" => {
             let leaked = format!(
@@ -305,6 +340,34 @@ fn inject_stream(fault: &str, ctx: &Ctx, chunks: &mut Vec<Value>) {
             let c = delta_chunk(&chunks[0], json!({"reasoning_content": THOUGHT}));
             chunks.insert(1, c);
             set_reasoning_usage(chunks);
+        }
+        "thinking_eats_max_tokens" if !ctx.thinking_off() => {
+            let ate = ctx.thought_ate_the_answer();
+            if ate {
+                for c in chunks.iter_mut() {
+                    if let Some(d) = c.pointer_mut("/choices/0/delta/content") {
+                        *d = json!("");
+                    }
+                }
+                let at = finish_chunk(chunks);
+                if at < chunks.len() {
+                    chunks[at]["choices"][0]["finish_reason"] = json!("length");
+                }
+            }
+            let c = delta_chunk(&chunks[0], json!({"reasoning_content": THOUGHT.repeat(20)}));
+            chunks.insert(1, c);
+            let max = ctx.request["max_tokens"].clone();
+            for c in chunks.iter_mut().filter(|c| c["usage"].is_object()) {
+                let reasoning = if ate {
+                    max.clone()
+                } else {
+                    json!(LONG_THOUGHT_TOKENS)
+                };
+                if ate {
+                    c["usage"]["completion_tokens"] = max.clone();
+                }
+                c["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": reasoning});
+            }
         }
         "markers_in_content" => {
             let c = delta_chunk(
