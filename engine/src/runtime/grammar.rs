@@ -65,8 +65,8 @@ pub fn tool_constraint(request: &GenerationRequest) -> Result<Option<Constraint>
 pub struct GrammarCompiler {
     factory: Arc<ParserFactory>,
     /// The hermes call markers as grammar text ([`marker`]).
-    call_open: String,
-    call_close: String,
+    call_open: Marker,
+    call_close: Marker,
 }
 
 impl GrammarCompiler {
@@ -85,8 +85,8 @@ impl GrammarCompiler {
         let factory = ParserFactory::new_simple(&env).map_err(grammar_err)?;
         Ok(GrammarCompiler {
             factory: Arc::new(factory),
-            call_open: marker(tokenizer, HERMES_OPEN),
-            call_close: marker(tokenizer, HERMES_CLOSE),
+            call_open: Marker::of(tokenizer, HERMES_OPEN),
+            call_close: Marker::of(tokenizer, HERMES_CLOSE),
         })
     }
 
@@ -135,34 +135,52 @@ fn compact(mut schema: Value) -> Value {
     schema
 }
 
-/// A marker as grammar text: an added token of the tokenizer (special or
-/// not: llguidance's token trie treats every added token as one, so its
-/// bytes never match text) as that token, by id; other markers as their
-/// bytes. Qwen3-style models have `</think>` and `<tool_call>` as added,
-/// non-special tokens: matched as bytes they could only be spelled out
-/// piece by piece, which such a model never does.
-fn marker(tokenizer: &TextTokenizer, text: &str) -> String {
-    tokenizer
-        .hf()
-        .get_added_tokens_decoder()
-        .iter()
-        .find(|(_, t)| t.content == text)
-        .map_or_else(
-            || Value::from(text).to_string(),
-            |(id, _)| format!("<[{id}]>"),
-        )
+/// A marker as the grammar names it: an added token of the tokenizer
+/// (special or not: llguidance's token trie treats every added token as
+/// one, so its bytes never match text) as that token, other markers as
+/// their bytes. Qwen3-style models have `</think>` and `<tool_call>` as
+/// added, non-special tokens: matched as bytes they could only be spelled
+/// out piece by piece, which such a model never does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Marker {
+    Token(u32),
+    Bytes(String),
 }
 
-/// The end of a reasoning block as grammar text ([`marker`]).
+impl Marker {
+    fn of(tokenizer: &TextTokenizer, text: &str) -> Self {
+        tokenizer
+            .hf()
+            .get_added_tokens_decoder()
+            .iter()
+            .find(|(_, t)| t.content == text)
+            .map_or_else(
+                || Marker::Bytes(text.to_string()),
+                |(id, _)| Marker::Token(*id),
+            )
+    }
+}
+
+/// Lark text: `<[id]>` for a token, a string literal for bytes.
+impl std::fmt::Display for Marker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Marker::Token(id) => write!(f, "<[{id}]>"),
+            Marker::Bytes(text) => write!(f, "{}", Value::from(text.as_str())),
+        }
+    }
+}
+
+/// The end of a reasoning block as the grammar names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReasoningPrefix {
-    close: String,
+    close: Marker,
 }
 
 impl ReasoningPrefix {
     pub fn new(tokenizer: &TextTokenizer, close: &str) -> Self {
         ReasoningPrefix {
-            close: marker(tokenizer, close),
+            close: Marker::of(tokenizer, close),
         }
     }
 }
@@ -185,13 +203,12 @@ impl GrammarCompiler {
                     "TEXT: /(?s:.*)/ & ~/(?s:.*){}(?s:.*)/\n",
                     regex_literal(HERMES_OPEN)
                 );
-                let before = if self.call_open.starts_with('"') {
-                    format!(
+                let before = match &self.call_open {
+                    Marker::Bytes(_) => format!(
                         "body: TEXT | before_call call\nbefore_call[lazy]: /(?s:.*)/ {}\n",
                         self.call_open
-                    )
-                } else {
-                    format!("body: TEXT | TEXT {} call\n", self.call_open)
+                    ),
+                    Marker::Token(_) => format!("body: TEXT | TEXT {} call\n", self.call_open),
                 };
                 before + &text + &self.hermes_call_grammar(tools, true)
             }
@@ -206,7 +223,7 @@ impl GrammarCompiler {
         let start = match reasoning {
             None => "start: body\n".to_string(),
             // Lazy: the block ends at the first end marker.
-            Some(r) if r.close.starts_with('"') => format!(
+            Some(r) if matches!(r.close, Marker::Bytes(_)) => format!(
                 "start: reasoning /[ \\t\\r\\n]*/ body\nreasoning[lazy]: REASONING {}\nREASONING: /(?s:.*)/\n",
                 r.close
             ),
