@@ -317,6 +317,13 @@ for col in after["columns"]:
 PY
     echo
     echo "The columns' wall times add up to $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); t=sum(c["wall_seconds"] for c in m["columns"]); print(f"{t/60:.0f} min")' "$OUT/matrix.json") (each column's own run, start-up included; installs not counted)."
+    # The failures that are the model's or a case's, not the server's: kept
+    # out of the known-failures files (those attribute to a server's code),
+    # so they show as new above and are explained here.
+    if [ -f baselines/peers/conformance.md ]; then
+        echo
+        cat baselines/peers/conformance.md
+    fi
     else
     echo
     echo "## How this page is made"
