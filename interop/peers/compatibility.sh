@@ -170,7 +170,7 @@ CONFORMANCE_SECTIONS='["reasoning", "thinking_budget", "tools", "tool_coercion",
         "$VLLM_CONF --dtype float32 --tool-strict-level parameter --enable-prompt-tokens-details --exclude-tools-when-tool-choice-none --api-key $KEY" \
         vllm.known.toml "$KEY" "" "$CONFORMANCE_SECTIONS"
     column llama-cpp-python "$LLAMA_CPP_PYTHON" "$CONF_GGUF" \
-        "$LLAMA_CPP_PYTHON_BIN/python -m llama_cpp.server --model {model} --port {port} --n_ctx 8192 --n_threads $(nproc) ${LLAMA_CPP_PYTHON_CONF_FLAGS:---chat_format chatml-function-calling} --api_key $KEY" \
+        "$LLAMA_CPP_PYTHON_BIN/python -m llama_cpp.server --model {model} --port {port} --n_ctx 8192 --n_threads $(nproc)${LLAMA_CPP_PYTHON_CONF_FLAGS:+ $LLAMA_CPP_PYTHON_CONF_FLAGS} --api_key $KEY" \
         llama-cpp-python.known.toml "$KEY" "" "$CONFORMANCE_SECTIONS"
     column vllm-mlx "$VLLM_MLX" "$CONF_HF" \
         "env HF_HUB_OFFLINE=1 $VLLM_MLX_BIN/vllm-mlx serve {model} --port {port} --reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser hermes --api-key $KEY" \
@@ -271,7 +271,7 @@ for t in plan["target"]:
     print("- `%s@%s`: `%s`%s" % (t["name"], t.get("version", ""), server, extra))
 PY
     echo
-    echo "llama-cpp-python keeps its own \`chatml-function-calling\` format (\`LLAMA_CPP_PYTHON_CONF_FLAGS\` replaces it): with the GGUF's template (no \`--chat_format\`) it returns tool calls only for a named \`tool_choice\` and leaves every call of \`auto\` as text; its own format prompts for calls itself and constrains them by a grammar for \`auto\` too. It has no reasoning parser either way."
+    echo "llama-cpp-python renders the GGUF's own template (no \`--chat_format\`; \`LLAMA_CPP_PYTHON_CONF_FLAGS\` adds options). Measured against its \`chatml-function-calling\` format (the bundled-model page's choice) over the tools and tool_coercion sections, full tier: 4 of 14 pass either way. With its own format, \`tool_choice: required\` is a 500 (an assertion in \`chatml_function_calling\`), the model, prompted in a format it was not taught, does not think (every reasoning case skips) and answers \`auto\` with \`functions.get_weather:\` text; with the GGUF's template the model thinks and calls as taught, and what fails is llama-cpp-python's: it parses neither reasoning nor Hermes calls (a call comes back only for a named \`tool_choice\`, by grammar), so \`</think>\` and \`<tool_call>\` markup reach \`content\`."
     echo
     echo "### Before and after"
     echo
