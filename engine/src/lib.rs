@@ -7,12 +7,15 @@
 //! forward context, KV layout; the registry that `loading` builds networks
 //! through) <- `runtime` (engine thread, scheduler, per-sequence pipeline)
 //! <- `api` (OpenAI protocol, HTTP). `parsers` turn model text into
-//! messages and depend on nothing else here. `cpu` is what the engine adds
-//! under MLX's CPU backend (BLAS threads, the quantized-matmul primitive);
-//! it depends on nothing else here.
+//! messages and depend on nothing else here. `device` is MLX's default
+//! device (kind, memory, MLX's buffer cache) and depends on nothing else
+//! here; `cpu` is what the engine adds under MLX's CPU backend (BLAS
+//! threads, the quantized-matmul primitive), stepping aside on a GPU, and
+//! depends on `device` alone.
 
 pub mod api;
 pub mod cpu;
+pub mod device;
 mod error;
 pub mod layers;
 pub mod loading;

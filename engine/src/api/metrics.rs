@@ -109,6 +109,18 @@ pub fn render(stats: &EngineStats, rejected: RejectedRequests) -> String {
         "KV the prefix cache holds, as its budget counts it.",
         &[("", stats.prefix_cache_bytes as u64)],
     );
+    let device = crate::device::memory_use();
+    metric(
+        "afm_device_memory_bytes",
+        "gauge",
+        "MLX's memory on the model's device: in live arrays, freed but cached for reuse, the most in live arrays since start, and the cache's bound.",
+        &[
+            ("{state=\"active\"}", device.active as u64),
+            ("{state=\"cached\"}", device.cache as u64),
+            ("{state=\"peak\"}", device.peak as u64),
+            ("{state=\"cache_limit\"}", device.cache_limit as u64),
+        ],
+    );
     if let Some(heap) = heap() {
         // Where resident memory goes when it grows: held by live objects
         // (a leak, or a cache past its count) or freed but kept by malloc
@@ -170,5 +182,9 @@ mod tests {
         assert!(text.contains("afm_batch_size_bucket{le=\"+Inf\"} 3\n"));
         assert!(text.contains("afm_requests_total{outcome=\"rejected\"} 4\n"));
         assert!(text.contains("afm_requests_total{outcome=\"finished\"} 2\n"));
+        for state in ["active", "cached", "peak", "cache_limit"] {
+            let line = format!("afm_device_memory_bytes{{state=\"{state}\"}} ");
+            assert!(text.contains(&line), "{line} missing");
+        }
     }
 }

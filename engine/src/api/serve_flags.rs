@@ -117,9 +117,15 @@ pub struct ServeFlags {
     /// Memory in MiB the running requests' KV may take at most, counted
     /// for each as prompt + max_tokens: a request waits until it fits, and
     /// one that cannot fit alone gets a 400 (default: a quarter of the
-    /// machine's memory).
+    /// memory of the device the model runs on: a GPU's own, else the
+    /// machine's).
     #[arg(long, default_value_t = engine().kv_budget_bytes >> 20)]
     pub max_kv_mb: usize,
+    /// Freed memory in MiB that MLX may keep for reuse (its buffer cache);
+    /// beyond it freed buffers go back to the device at once (default:
+    /// 1024, or MLX's own bound where smaller, as on the CPU).
+    #[arg(long)]
+    pub mlx_cache_mb: Option<usize>,
 }
 
 impl ServeFlags {
@@ -176,6 +182,7 @@ impl ServeFlags {
             chat_template,
             weight_mode,
             kv_budget_bytes: self.max_kv_mb << 20,
+            mlx_cache_bytes: self.mlx_cache_mb.map(|mb| mb << 20),
             ..defaults
         })
     }

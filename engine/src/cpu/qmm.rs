@@ -59,23 +59,16 @@ impl Path {
 /// The path this process takes (checked on first use).
 pub fn path() -> &'static Path {
     static PATH: OnceLock<Path> = OnceLock::new();
-    PATH.get_or_init(|| on_device(default_device().unwrap_or(mlx_rs::DeviceType::Cpu)))
-}
-
-/// MLX's default device's kind, when MLX can say.
-pub fn default_device() -> Option<mlx_rs::DeviceType> {
-    mlx_rs::Device::try_default()
-        .and_then(|d| d.get_type())
-        .ok()
+    PATH.get_or_init(|| on_device(crate::device::Device::current().kind))
 }
 
 /// The path on a GPU: the primitives run on MLX's CPU stream, so on a GPU
 /// (MLX's CUDA build; Metal builds leave them out) they step aside and
 /// every op stays on the device, with no environment switch needed.
-fn on_device(kind: mlx_rs::DeviceType) -> Path {
+fn on_device(kind: crate::device::Kind) -> Path {
     match kind {
-        mlx_rs::DeviceType::Gpu => Path::Unavailable("MLX's default device is the GPU".into()),
-        mlx_rs::DeviceType::Cpu => ffi::probe(),
+        crate::device::Kind::Gpu => Path::Unavailable("MLX's default device is the GPU".into()),
+        crate::device::Kind::Cpu => ffi::probe(),
     }
 }
 
@@ -405,7 +398,7 @@ mod ffi {
 mod tests {
     #[test]
     fn a_gpu_default_device_takes_mlx_own_ops() {
-        let path = super::on_device(mlx_rs::DeviceType::Gpu);
+        let path = super::on_device(crate::device::Kind::Gpu);
         assert!(!path.is_primitive());
         assert_eq!(
             path.to_string(),

@@ -30,7 +30,7 @@ impl LoadedModel {
         let heap_fixed = crate::cpu::heap::configure();
         #[cfg(not(target_os = "macos"))]
         tracing::info!(
-            device = ?crate::cpu::qmm::default_device(),
+            device = %crate::device::Device::current(),
             weights = ?mode,
             heap_mmap_threshold_fixed = heap_fixed,
             openblas = crate::cpu::blas::openblas_core().as_deref().unwrap_or("not loaded"),

@@ -1,6 +1,7 @@
 //! Engine-wide settings: the server's flags (`api::ServeFlags` reads them,
 //! taking every default from here).
 
+use crate::device::{self, Device};
 use crate::loading::weights::WeightMode;
 use crate::parsers::ToolCallFormat;
 
@@ -43,6 +44,10 @@ pub struct EngineConfig {
     /// prompt plus max_tokens (`--max-kv-mb`): admission waits until the
     /// next one fits, and one that cannot fit alone is refused.
     pub kv_budget_bytes: usize,
+    /// Freed device memory MLX may keep for reuse (`--mlx-cache-mb`);
+    /// `None`: [`device::DEFAULT_CACHE_LIMIT`] or MLX's own default where
+    /// that is smaller.
+    pub mlx_cache_bytes: Option<usize>,
 }
 
 impl Default for EngineConfig {
@@ -61,23 +66,20 @@ impl Default for EngineConfig {
             tool_call_parser: None,
             thinking_budget: None,
             chat_template: None,
-            // Whole MiB, as --max-kv-mb gives it.
-            kv_budget_bytes: (physical_memory() / 4) >> 20 << 20,
+            // A quarter of the memory the model runs in (the GPU's own on
+            // a discrete card), in whole MiB as --max-kv-mb gives it.
+            kv_budget_bytes: (Device::current().memory_bytes / 4) >> 20 << 20,
+            mlx_cache_bytes: None,
         }
     }
 }
 
-/// The machine's memory in bytes (4 GiB where it cannot be read).
-fn physical_memory() -> usize {
-    // SAFETY: sysconf only reads system constants.
-    let (pages, size) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    match pages > 0 && size > 0 {
-        true => (pages as usize).saturating_mul(size as usize),
-        false => 4 << 30,
+impl EngineConfig {
+    /// Bounds MLX's buffer cache as configured; returns the bound.
+    pub fn bound_mlx_cache(&self) -> usize {
+        match self.mlx_cache_bytes {
+            Some(bytes) => device::bound_cache(bytes, false),
+            None => device::bound_cache(device::DEFAULT_CACHE_LIMIT, true),
+        }
     }
 }

@@ -59,6 +59,13 @@ impl Engine {
         let thread = std::thread::Builder::new()
             .name("afm-engine".into())
             .spawn(move || {
+                let cache_limit = thread_config.bound_mlx_cache();
+                tracing::info!(
+                    device = %crate::device::Device::current(),
+                    mlx_cache_limit_mb = cache_limit >> 20,
+                    kv_budget_mb = thread_config.kv_budget_bytes >> 20,
+                    "engine memory"
+                );
                 let started = LoadedModel::load_source(&source, thread_config.weight_mode)
                     .and_then(|mut loaded| {
                         if let Some(src) = &thread_config.chat_template {
