@@ -258,7 +258,7 @@ fi
     echo
     echo "## How this page is made"
     echo
-    echo "\`bash interop/peers/compatibility.sh --model conformance\` ($TIER tier, $(date -u +%Y-%m-%d), this run's wall time $((WALL / 60)) min; a column read back from an earlier run keeps its own wall time above). Every server runs the conformance model (\`models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others. No server is given another template. Sections: $(echo "$CONFORMANCE_SECTIONS" | tr -d '[]"'). Known failures: \`baselines/peers/*.known.toml\` (one file per server for both pages), each naming the cause in the server's code at the pinned version, or saying where the model, not the server, fails a case."
+    echo "\`bash interop/peers/compatibility.sh --model conformance\` ($TIER tier, $(date -u +%Y-%m-%d), this run's wall time $((WALL / 60)) min; a column read back from an earlier run keeps its own wall time above). Every server runs the conformance model (\`models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others. No server is given another template. Sections: $(echo "$CONFORMANCE_SECTIONS" | tr -d '[]"'). Known failures: \`baselines/peers/*.known.toml\` (one file per server for both pages), each naming the cause in the server's code at the pinned version; the failures that are the model's or a case's, not the server's, are listed at the end of this page (\`baselines/peers/conformance.md\`)."
     echo
     echo "Each column's server, as afm-test starts it (\`{model}\`, \`{port}\` filled in by afm-test):"
     echo
@@ -266,9 +266,9 @@ fi
 import sys, tomllib
 plan = tomllib.load(open(sys.argv[1], "rb"))
 for t in plan["target"]:
-    server = t.get("server", "none: afm-test's own engine, in-process (`--model conformance`)")
     extra = "; profile `interop/peers/profiles/%s`" % t["profile"].rsplit("/", 1)[-1] if "profile" in t else ""
-    print("- `%s@%s`: `%s`%s" % (t["name"], t.get("version", ""), server, extra))
+    server = "`%s`" % t["server"] if "server" in t else "no server: afm-test's own engine, in-process (`afm-test run --model conformance`)"
+    print("- `%s@%s`: %s%s" % (t["name"], t.get("version", ""), server, extra))
 PY
     echo
     echo "llama-cpp-python renders the GGUF's own template (no \`--chat_format\`; \`LLAMA_CPP_PYTHON_CONF_FLAGS\` adds options). Measured against its \`chatml-function-calling\` format (the bundled-model page's choice) over the tools and tool_coercion sections, full tier: 4 of 14 pass either way. With its own format, \`tool_choice: required\` is a 500 (an assertion in \`chatml_function_calling\`), the model, prompted in a format it was not taught, does not think (every reasoning case skips) and answers \`auto\` with \`functions.get_weather:\` text; with the GGUF's template the model thinks and calls as taught, and what fails is llama-cpp-python's: it parses neither reasoning nor Hermes calls (a call comes back only for a named \`tool_choice\`, by grammar), so \`</think>\` and \`<tool_call>\` markup reach \`content\`."
