@@ -21,6 +21,7 @@
 # AFM_TEST: a prebuilt afm-test (built with its engine feature for the
 # in-process column); then nothing is built, and the afm-serve columns of
 # the bundled-model page take AFM_SERVE (default target/release/afm-serve).
+# AFM_SUITES: the suite folder that afm-test reads (default ./suites).
 #
 # --only runs those columns (names as below); the others are read back from
 # earlier runs in target/compatibility when there (a column's folder is
@@ -128,6 +129,9 @@ CONFORMANCE_SECTIONS='["reasoning", "thinking_budget", "tools", "tool_coercion",
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
+    # AFM_SUITES: the suites a prebuilt AFM_TEST was built with, when the
+    # checkout's have moved on since.
+    [ -z "${AFM_SUITES:-}" ] || echo "suites = \"$AFM_SUITES\""
     column() { # NAME VERSION MODEL SERVER [KNOWN] [KEY] [TIER] [SECTIONS] [PROFILE]
         if wanted "$1"; then
             [ -z "$ONLY" ] && [ -z "$FRESH" ] || rm -rf "${OUT:?}/$1@$2"
