@@ -242,10 +242,24 @@ async fn play(
         // names another method.
         Scenario::Single if case.request.is_null() => {
             let method = case.method.as_deref().unwrap_or("GET");
-            (
-                vec![target.send(outgoing(case, method, path, None)).await],
-                vec![0],
-            )
+            let mut out = Vec::new();
+            // `{{model}}` in the path: the first model the server lists
+            // (that listing is step 0).
+            let path = match path.contains("{{model}}") {
+                true => {
+                    let list = target.send(outgoing(case, "GET", "/v1/models", None)).await;
+                    let id = list.body["data"][0]["id"]
+                        .as_str()
+                        .unwrap_or("no-model-listed")
+                        .to_string();
+                    out.push(list);
+                    path.replace("{{model}}", &id)
+                }
+                false => path.to_string(),
+            };
+            out.push(target.send(outgoing(case, method, &path, None)).await);
+            let last = out.len() - 1;
+            (out, vec![last])
         }
         Scenario::Single => {
             let body = serde_json::to_vec(&prepare(&case.request, stream, &[])).expect("JSON");
@@ -261,6 +275,15 @@ async fn play(
             let out = together(target, path, bodies).await;
             let subjects = (0..out.len()).collect();
             (out, subjects)
+        }
+        Scenario::ParallelAlone { n } => {
+            let body = prepare(&case.request, stream, &[]);
+            let bodies: Vec<Value> = (0..*n).map(|k| with_slot(&body, k)).collect();
+            let mut out = together(target, path, bodies.clone()).await;
+            for b in &bodies {
+                out.push(target.post(path, b).await);
+            }
+            (out, (0..*n).collect())
         }
         Scenario::Sequence { then } => {
             let mut out = vec![

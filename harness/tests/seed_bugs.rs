@@ -27,7 +27,7 @@ struct Expectation {
     caught_by: &'static [&'static str],
 }
 
-const EXPECTATIONS: [Expectation; 9] = [
+const EXPECTATIONS: [Expectation; 11] = [
     Expectation {
         fault: "cache_miss_together",
         clean: "clean",
@@ -92,6 +92,23 @@ const EXPECTATIONS: [Expectation; 9] = [
         clean: "clean",
         sections: &["logprobs"],
         caught_by: &["logprobs.top_three", "logprobs.top_zero"],
+    },
+    Expectation {
+        fault: "ignored_logit_bias",
+        clean: "clean",
+        sections: &["client_params"],
+        // The forced token never comes; the banned one is written.
+        caught_by: &[
+            "client_params.logit_bias_forces",
+            "client_params.logit_bias_bans",
+        ],
+    },
+    Expectation {
+        fault: "cross_talk",
+        clean: "clean",
+        sections: &["concurrency"],
+        // Identical parallel requests cannot tell; different ones can.
+        caught_by: &["concurrency.differing_requests"],
     },
 ];
 

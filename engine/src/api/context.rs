@@ -41,12 +41,24 @@ impl ApiContext {
 
     /// `GET /v1/models`.
     pub fn models(&self) -> Value {
-        json!({"object": "list", "data": [{
-            "id": self.model_ids[0],
+        json!({"object": "list", "data": [self.model_object(&self.model_ids[0])]})
+    }
+
+    /// `GET /v1/models/{id}` (the SDKs' `models.retrieve`): the model
+    /// object of any name this server answers to, else the same 404 a
+    /// request naming it gets.
+    pub fn retrieve_model(&self, id: &str) -> Result<Value, ApiError> {
+        self.check_model(Some(id))?;
+        Ok(self.model_object(id))
+    }
+
+    fn model_object(&self, id: &str) -> Value {
+        json!({
+            "id": id,
             "object": "model",
             "created": unix_now(),
             "owned_by": "afm",
-        }]})
+        })
     }
 
     /// A request naming another model is refused (404, as OpenAI does);

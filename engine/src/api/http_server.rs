@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, Sse};
@@ -117,6 +117,8 @@ pub fn router(api: Arc<ApiContext>, config: &ServerConfig) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics_text))
         .route("/v1/models", get(models))
+        // Model ids may hold slashes (HF repo ids, folders).
+        .route("/v1/models/{*id}", get(model))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/messages", post(messages))
@@ -143,6 +145,13 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
 
 async fn models(State(state): State<AppState>) -> Json<serde_json::Value> {
     Json(state.api.models())
+}
+
+async fn model(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match state.api.retrieve_model(&id) {
+        Ok(m) => Json(m).into_response(),
+        Err(e) => error_response(&state, e, Protocol::OpenAi),
+    }
 }
 
 async fn not_found(State(state): State<AppState>, request: Request) -> Response {

@@ -300,6 +300,7 @@ impl Engine {
             max_tokens,
             stop: request.stop.clone(),
             logprobs: request.logprobs,
+            max_tool_calls: (!request.parallel_tool_calls).then_some(1),
         };
         let (events, rx) = unbounded_channel();
         let sequence = NewSequence {

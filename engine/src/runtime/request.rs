@@ -70,6 +70,10 @@ pub struct GenerationRequest {
     pub constraint: Option<Constraint>,
     /// Reasoning tokens allowed before the end of reasoning is forced.
     pub thinking_budget: Option<usize>,
+    /// Several tool calls in one turn (OpenAI's `parallel_tool_calls`,
+    /// Anthropic's `disable_parallel_tool_use` inverted); off, the turn
+    /// ends after its first call.
+    pub parallel_tool_calls: bool,
 }
 
 impl GenerationRequest {
@@ -88,6 +92,7 @@ impl GenerationRequest {
             logprobs: None,
             constraint: None,
             thinking_budget: None,
+            parallel_tool_calls: true,
         }
     }
 

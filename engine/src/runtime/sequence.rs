@@ -31,6 +31,10 @@ pub struct GenerationSettings {
     pub stop: Vec<String>,
     /// `Some(k)`: report the chosen token's logprob and the k best.
     pub logprobs: Option<usize>,
+    /// Tool calls a turn may make (`Some(1)` for `parallel_tool_calls:
+    /// false`): the turn ends when the parser starts one more, which is
+    /// never sent.
+    pub max_tool_calls: Option<usize>,
 }
 
 pub struct NewSequence {
@@ -75,6 +79,8 @@ pub struct Sequence {
     sampler: Sampler,
     decoder: IncrementalDecoder,
     stop: StopMatcher,
+    /// The parser started a call past `max_tool_calls`: the turn ends.
+    calls_capped: bool,
     /// Its last event was sent; the scheduler drops it.
     pub finished: bool,
 }
@@ -117,6 +123,7 @@ impl Sequence {
             decoding: false,
             sampler,
             decoder: IncrementalDecoder::new(),
+            calls_capped: false,
             finished: false,
         }
     }
@@ -230,6 +237,10 @@ impl Sequence {
             return Ok(());
         }
         self.emit(&scan.emit, logprob, false);
+        if self.calls_capped {
+            // Stop (reported as tool_calls: the turn made its call).
+            self.finish(stats, String::new(), None, FinishReason::Stop);
+        }
         Ok(())
     }
 
@@ -254,7 +265,19 @@ impl Sequence {
                 if last {
                     parsed.extend(parser.finish());
                 }
+                let cap = self.settings.max_tool_calls.unwrap_or(usize::MAX);
                 for d in parsed {
+                    let index = match &d {
+                        ParsedDelta::ToolCallStart { index, .. }
+                        | ParsedDelta::ToolCallArguments { index, .. } => Some(*index),
+                        _ => None,
+                    };
+                    // A call past the cap, and all that follows it, is
+                    // never sent.
+                    if self.calls_capped || index.is_some_and(|i| i >= cap) {
+                        self.calls_capped = true;
+                        continue;
+                    }
                     match d {
                         ParsedDelta::Content(t) => content.push_str(&t),
                         ParsedDelta::Reasoning(t) => reasoning.push_str(&t),

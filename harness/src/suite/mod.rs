@@ -58,6 +58,10 @@ pub enum Scenario {
     Single,
     /// `n` copies released together by a barrier; checks apply to each.
     Parallel { n: usize },
+    /// `n` requests that differ (`{{slot}}`) released together, then each
+    /// again alone, one after the other; checks apply to the parallel
+    /// ones (steps `0..n`; the alone ones are steps `n..2n`).
+    ParallelAlone { n: usize },
     /// The request, then each of `then` in order (multi-turn): each later
     /// request may use `{{reply:K}}` for step K's content. Checks apply to
     /// the last step unless they name one.

@@ -3,7 +3,10 @@
 //! reports, chosen by the first path segment (`/{fault}/v1/...`).
 //! `/clean/...` injects nothing; `/reasoning/...` simulates a reasoning
 //! model correctly (the clean counterpart of `markers_in_content` and
-//! `thinking_eats_max_tokens`).
+//! `thinking_eats_max_tokens`). Two more break what clients send:
+//! `ignored_logit_bias` drops `logit_bias`, and `cross_talk` answers a
+//! request that arrives while another runs with the prompt of the one that
+//! arrived before it (a shared buffer between requests).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -20,7 +23,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 /// Every fault and the clean modes.
-pub const FAULTS: [&str; 9] = [
+pub const FAULTS: [&str; 11] = [
     "cache_miss_together",
     "empty_strict_together",
     "duplicated_stream_args",
@@ -30,6 +33,8 @@ pub const FAULTS: [&str; 9] = [
     "thinking_eats_max_tokens",
     "turn_end_runaway",
     "missing_logprobs",
+    "ignored_logit_bias",
+    "cross_talk",
 ];
 
 /// Faults that accept a feature and silently drop it: the capability
@@ -44,6 +49,8 @@ pub const SILENT_FAULTS: [&str; 3] = [
 struct Front {
     api: Arc<ApiContext>,
     in_flight: AtomicUsize,
+    /// `cross_talk`: the body of the request that arrived last.
+    last_body: std::sync::Mutex<Vec<u8>>,
 }
 
 /// The project's suites, as the tests run them.
@@ -72,6 +79,7 @@ pub async fn start(api: Arc<ApiContext>) -> String {
     let front = Arc::new(Front {
         api,
         in_flight: AtomicUsize::new(0),
+        last_body: std::sync::Mutex::new(Vec::new()),
     });
     let app = Router::new()
         .route("/{fault}/v1/models", get(models))
@@ -92,6 +100,16 @@ async fn models(State(front): State<Arc<Front>>) -> Json<Value> {
 async fn chat(State(front): State<Arc<Front>>, Path(fault): Path<String>, body: Bytes) -> Response {
     // Requests already running when this one arrived.
     let others = front.in_flight.fetch_add(1, Ordering::SeqCst);
+    let body = match fault.as_str() {
+        "cross_talk" => {
+            let before = std::mem::replace(&mut *front.last_body.lock().unwrap(), body.to_vec());
+            match others > 0 && !before.is_empty() {
+                true => Bytes::from(before),
+                false => body,
+            }
+        }
+        _ => body,
+    };
     let response = serve(&front, &fault, &body, others > 0).await;
     front.in_flight.fetch_sub(1, Ordering::SeqCst);
     response
@@ -99,13 +117,13 @@ async fn chat(State(front): State<Arc<Front>>, Path(fault): Path<String>, body: 
 
 async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Response {
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    // A server that treats response_format as a hint: the engine never
-    // sees it.
+    // A server that treats response_format (or logit_bias) as a hint: the
+    // engine never sees it.
     let stripped;
     let body = match (&request, fault) {
-        (Value::Object(map), "ignored_response_format") => {
+        (Value::Object(map), "ignored_response_format" | "ignored_logit_bias") => {
             let mut map = map.clone();
-            map.remove("response_format");
+            map.remove(fault.strip_prefix("ignored_").expect("named so"));
             stripped = serde_json::to_vec(&map).expect("JSON");
             &stripped[..]
         }

@@ -115,6 +115,13 @@ impl MessagesRequest {
                 )?,
             },
             thinking_budget,
+            // `tool_choice: {"type": ..., "disable_parallel_tool_use": true}`.
+            parallel_tool_calls: !self
+                .tool_choice
+                .as_ref()
+                .and_then(|c| c.get("disable_parallel_tool_use"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         })
     }
 }

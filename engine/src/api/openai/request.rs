@@ -48,6 +48,8 @@ pub struct ChatRequest {
     pub n: Option<u32>,
     pub tools: Option<Vec<Value>>,
     pub tool_choice: Option<Value>,
+    /// `false`: at most one tool call.
+    pub parallel_tool_calls: Option<bool>,
     pub response_format: Option<Value>,
     pub chat_template_kwargs: Option<Map<String, Value>>,
     /// `none`, `minimal`, `low`, `medium`, `high`: the template's thinking
@@ -288,6 +290,7 @@ impl ChatRequest {
             logprobs,
             constraint: response_format(self.response_format.as_ref())?,
             thinking_budget: self.thinking_budget.map(|b| b as usize),
+            parallel_tool_calls: self.parallel_tool_calls.unwrap_or(true),
         })
     }
 }

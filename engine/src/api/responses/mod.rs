@@ -50,7 +50,7 @@ impl ApiContext {
             "max_output_tokens": request.max_output_tokens,
             "model": self.model(),
             "output": [],
-            "parallel_tool_calls": true,
+            "parallel_tool_calls": generation.parallel_tool_calls,
             "previous_response_id": null,
             "reasoning": {"effort": null, "summary": null},
             "store": false,

@@ -30,6 +30,8 @@ pub struct ResponsesRequest {
     pub stream: bool,
     pub tools: Option<Vec<Value>>,
     pub tool_choice: Option<Value>,
+    /// `false`: at most one function call.
+    pub parallel_tool_calls: Option<bool>,
     pub text: Option<Value>,
     pub reasoning: Option<Value>,
     pub previous_response_id: Option<String>,
@@ -107,6 +109,7 @@ impl ResponsesRequest {
             logprobs: self.top_logprobs.map(|k| k as usize),
             constraint,
             thinking_budget: None,
+            parallel_tool_calls: self.parallel_tool_calls.unwrap_or(true),
         })
     }
 }

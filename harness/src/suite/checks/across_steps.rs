@@ -157,6 +157,74 @@ pub(super) fn prompt_holds_history(
 
 /// The compared text of a reply; tool calls as `name(arguments)` with
 /// the arguments' JSON normalized.
+/// The first logprobs token of step `of` is in no subject's logprobs.
+pub(super) fn no_token_of(steps: &[Exchange], on: &[usize], of: usize) -> Vec<Mismatch> {
+    let Some(banned) = steps.get(of).map(Reply::of).and_then(|r| {
+        r.logprobs
+            .first()
+            .and_then(|t| t["token"].as_str().map(str::to_string))
+    }) else {
+        return vec![(
+            format!("a logprobs token in step {of}"),
+            "no logprobs there".into(),
+        )];
+    };
+    on.iter()
+        .filter(|&&i| i != of)
+        .filter_map(|&i| {
+            let r = Reply::of(&steps[i]);
+            if r.logprobs.is_empty() {
+                return Some((format!("logprobs in step {i}"), "no logprobs".into()));
+            }
+            let at = r
+                .logprobs
+                .iter()
+                .position(|t| t["token"].as_str() == Some(banned.as_str()))?;
+            Some((
+                format!("no token {banned:?} (banned)"),
+                format!(
+                    "step {i}: token {at} is {banned:?}; content {}",
+                    clip(&r.content)
+                ),
+            ))
+        })
+        .collect()
+}
+
+/// Scenario `parallel_alone` holds the parallel replies first and then
+/// each request's reply alone, in the same order. Subject k fails when
+/// its text shares a longer prefix with another request's reply alone
+/// than with its own.
+pub(super) fn own_reply(steps: &[Exchange], on: &[usize]) -> Vec<Mismatch> {
+    let n = steps.len() / 2;
+    let text = |i: usize| {
+        let r = Reply::of(&steps[i]);
+        format!("{}\n{}", r.reasoning, r.content)
+    };
+    let alone: Vec<String> = (n..2 * n).map(text).collect();
+    let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    on.iter()
+        .filter(|&&k| k < n)
+        .filter_map(|&k| {
+            let got = text(k);
+            let own = common(&got, &alone[k]);
+            let (j, other) = (0..n)
+                .filter(|&j| j != k)
+                .map(|j| (j, common(&got, &alone[j])))
+                .max_by_key(|&(_, c)| c)?;
+            (other > own).then(|| {
+                (
+                    format!("request {k}'s reply close to its own reply alone"),
+                    format!(
+                        "it is request {j}'s ({other} characters in common, {own} with its own): {}",
+                        clip(&got)
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
 fn field_of(r: &Reply, f: Field) -> String {
     match f {
         Field::Content => r.content.clone(),

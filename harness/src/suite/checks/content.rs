@@ -69,6 +69,27 @@ pub(super) fn no_repetition(r: &Reply, max: usize) -> Outcome {
     }
 }
 
+/// Reasoning then content is one piece repeated at least `min` times
+/// (ends trimmed, so a piece that starts with a space still counts when a
+/// server trims the reply's first one).
+pub(super) fn one_piece_repeated(r: &Reply, min: usize) -> Outcome {
+    let text = format!("{}{}", r.reasoning, r.content);
+    let trimmed = text.trim();
+    let periodic = |s: &str| {
+        (1..=s.len() / min.max(1)).any(|len| {
+            s.is_char_boundary(len)
+                && s.len().is_multiple_of(len)
+                && s[..len].repeat(s.len() / len) == s
+        })
+    };
+    let spaced = format!(" {trimmed}");
+    ensure(
+        !trimmed.is_empty() && (periodic(trimmed) || periodic(&spaced)),
+        format!("one piece written {min} times or more"),
+        || clip(&text),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -132,5 +153,17 @@ mod tests {
         let looped = "the cat sat down ".repeat(4);
         let (_, actual) = check_one(&check, &chat_reply(&looped)).unwrap_err();
         assert!(actual.ends_with(" 4 times"), "{actual}");
+    }
+
+    #[test]
+    fn one_piece_repeated_takes_a_forced_token_only() {
+        let forced = |text: &str| check_one(&Check::OnePieceRepeated { min: 3 }, &chat_reply(text));
+        assert!(forced("()()()()()()").is_ok());
+        // A piece that starts with a space, its first one trimmed.
+        assert!(forced("temper temper temper").is_ok());
+        assert!(forced(" temper temper temper").is_ok());
+        assert!(forced("The sea is wide and deep.").is_err());
+        assert!(forced("()()").is_err());
+        assert!(forced("").is_err());
     }
 }

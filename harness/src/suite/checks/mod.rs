@@ -191,6 +191,34 @@ pub enum Check {
     },
     /// `GET /v1/models` lists at least one model with an id.
     ModelsList,
+    /// `GET /v1/models/{id}` answers that model: `object` "model" and the
+    /// `id` asked for (what the SDKs' `models.retrieve` returns).
+    ModelObject,
+    /// The generated text (reasoning, then content) is one piece written
+    /// at least `min` times: a token forced by `logit_bias` +100 took
+    /// every step.
+    OnePieceRepeated {
+        min: usize,
+    },
+    /// No logprobs token of the subject is step `of`'s first one (a token
+    /// banned by `logit_bias` -100, known by its text from a step that
+    /// forced it; a vocabulary spells each token once).
+    NoTokenOf {
+        of: usize,
+    },
+    /// At most `max` tool calls (`parallel_tool_calls: false` allows one).
+    AtMostCalls {
+        max: usize,
+    },
+    /// Every call's `function.arguments` is a string on the wire, whole
+    /// or in each streamed delta: OpenAI's type, which SDK users hand to
+    /// `json.loads` (an object there raises a TypeError in their loop).
+    ArgumentsAreStrings,
+    /// Scenario `parallel_alone`: each reply of the parallel requests
+    /// (which differ) is closer to its own request's reply alone than to
+    /// any other request's: a server that hands one request's text to
+    /// another fails, numerics that drift late do not.
+    OwnReply,
     /// The request is refused (a 4xx with the protocol's error body) or
     /// answered with a call (`tool_calls`, or legacy `function_call`):
     /// never a 200 that ignored the parameter that asked for one.
@@ -329,6 +357,8 @@ impl CheckSpec {
             Check::PromptHoldsHistory { of, with_reply } => {
                 across_steps::prompt_holds_history(steps, on, *of, *with_reply)
             }
+            Check::NoTokenOf { of } => across_steps::no_token_of(steps, on, *of),
+            Check::OwnReply => across_steps::own_reply(steps, on),
             check => per_step(on, |i| check_one(check, &steps[i])),
         }
     }
@@ -430,6 +460,7 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         Check::Header { name, equals } => http::header(ex, name, equals),
         Check::JsonPointerPositive { pointer } => http::json_pointer_positive(ex, pointer),
         Check::ModelsList => http::models_list(ex),
+        Check::ModelObject => http::model_object(ex),
         Check::ErrorBody { param } => errors::error_body(ex, param.as_deref()),
         Check::NoError => errors::no_error(ex, &r),
         Check::RefusedOrCall => errors::refused_or_call(ex, &r),
@@ -441,6 +472,7 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         Check::ContentMatches { pattern } => content::matches(&r, pattern),
         Check::ContentNotContains { any } => content::not_contains(&r, any),
         Check::NoRepetition { max } => content::no_repetition(&r, *max),
+        Check::OnePieceRepeated { min } => content::one_piece_repeated(&r, *min),
         Check::ReasoningNonEmpty => reasoning::non_empty(&r),
         Check::ReasoningEmpty => reasoning::empty(&r),
         Check::ReasoningNotContains { any } => reasoning::not_contains(&r, any),
@@ -450,6 +482,8 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         Check::NoToolCalls => tools::none(&r),
         Check::ToolArgs => tools::args(ex, &r),
         Check::ToolCallIds => tools::ids(&r),
+        Check::AtMostCalls { max } => tools::at_most(&r, *max),
+        Check::ArgumentsAreStrings => tools::arguments_are_strings(ex),
         Check::Usage {
             completion_max,
             reasoning_min,
@@ -467,7 +501,9 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         | Check::SameAs { .. }
         | Check::OwnMarker { .. }
         | Check::PromptHoldsHistory { .. }
-        | Check::StopsBeforeReplyWord { .. } => Ok(()),
+        | Check::StopsBeforeReplyWord { .. }
+        | Check::NoTokenOf { .. }
+        | Check::OwnReply => Ok(()),
     }
 }
 

@@ -83,6 +83,43 @@ pub(super) fn ids(r: &Reply) -> Outcome {
     })
 }
 
+/// At most `max` calls.
+pub(super) fn at_most(r: &Reply, max: usize) -> Outcome {
+    let n = r.tool_calls.len();
+    ensure(n <= max, format!("at most {max} tool calls"), || {
+        let names: Vec<&str> = r.tool_calls.iter().map(|c| c.name.as_str()).collect();
+        format!("{n}: {}", names.join(", "))
+    })
+}
+
+/// `function.arguments` is a string wherever it is sent: in the whole
+/// reply's calls, or in each streamed delta that carries it.
+pub(super) fn arguments_are_strings(ex: &Exchange) -> Outcome {
+    let calls = |v: &Value, at: &str| -> Vec<Value> {
+        v["choices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c[at]["tool_calls"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let mut sent: Vec<Value> = calls(&ex.body, "message");
+    for chunk in &ex.chunks {
+        sent.extend(calls(chunk, "delta"));
+    }
+    let bad = sent.iter().find(|c| {
+        c["function"]
+            .get("arguments")
+            .is_some_and(|a| !a.is_string())
+    });
+    ensure(bad.is_none(), "function.arguments as a JSON string", || {
+        format!(
+            "{}",
+            bad.map_or(Value::Null, |c| c["function"]["arguments"].clone())
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{json, Value};
@@ -191,6 +228,40 @@ mod tests {
                 "each call's id and name sent once".into(),
                 "1 repeated headers".into()
             ))
+        );
+    }
+
+    #[test]
+    fn arguments_must_be_strings_whole_and_streamed() {
+        let text = chat_message(json!({"content": null, "tool_calls": [{"id": "c1",
+            "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}));
+        assert_eq!(check_one(&Check::ArgumentsAreStrings, &text), Ok(()));
+        let object = chat_message(json!({"content": null, "tool_calls": [{"id": "c1",
+            "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]}));
+        assert_eq!(
+            check_one(&Check::ArgumentsAreStrings, &object),
+            Err((
+                "function.arguments as a JSON string".into(),
+                "{\"a\":1}".into()
+            ))
+        );
+        let mut streamed = chat_stream(&[]);
+        streamed.chunks = vec![
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1",
+                "function": {"name": "f", "arguments": ""}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0,
+                "function": {"arguments": {"a": 1}}}]}}]}),
+        ];
+        assert!(check_one(&Check::ArgumentsAreStrings, &streamed).is_err());
+    }
+
+    #[test]
+    fn at_most_counts_the_calls() {
+        let two = calls(&[("c1", "f", "{}"), ("c2", "g", "{}")]);
+        assert!(check_one(&Check::AtMostCalls { max: 2 }, &two).is_ok());
+        assert_eq!(
+            check_one(&Check::AtMostCalls { max: 1 }, &two),
+            Err(("at most 1 tool calls".into(), "2: f, g".into()))
         );
     }
 }
