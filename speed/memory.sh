@@ -6,7 +6,8 @@
 # Memory that keeps growing burst after burst is a leak or an unbounded
 # cache; a bound shows as a flat line after the first burst.
 #
-#   speed/memory.sh [--bursts N] [--concurrency C] [--output-len T] [--no-verify] -- SERVER...
+#   speed/memory.sh [--bursts N] [--concurrency C] [--output-len T] [--no-verify]
+#                   [--model NAME] -- SERVER...
 #
 # SERVER is the command that serves on $PORT (default 8090), for example
 #   speed/memory.sh -- target/release/afm-serve --model smollm2 --port 8090
@@ -14,7 +15,8 @@
 # (the second runs afm-serve on MLX's own ops alone, the path a GPU takes).
 # Each burst is one afm-bench level: C requests at once, T tokens each
 # (end of text ignored), every reply checked (unless --no-verify, for
-# random weights). Prints one row per burst;
+# random weights); --model is the name requests send (default: the first
+# id the server lists). Prints one row per burst;
 # AFM_BENCH names the afm-bench binary (default target/release/afm-bench).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,6 +30,7 @@ while [ $# -gt 0 ]; do
     --concurrency) CONCURRENCY="$2"; shift 2 ;;
     --output-len) OUTPUT_LEN="$2"; shift 2 ;;
     --no-verify) BENCH_FLAGS+=(--no-verify); shift ;;
+    --model) BENCH_FLAGS+=(--model "$2"); shift 2 ;;
     --) shift; break ;;
     *) echo "memory.sh: unknown argument '$1' (--bursts N, --concurrency C, --output-len T, -- SERVER...)" >&2; exit 2 ;;
     esac
