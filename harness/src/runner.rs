@@ -103,6 +103,34 @@ pub async fn run(
     results
 }
 
+/// The results of a run stopped early: those that finished, then every
+/// other selected case as an error "not run" with `why` (never a skip: a
+/// case that did not run proves nothing), in the suites' order.
+pub fn with_not_run(
+    sections: &[Section],
+    selection: &Selection,
+    finished: Vec<CaseResult>,
+    why: &str,
+) -> Vec<CaseResult> {
+    let mut by_id: std::collections::HashMap<String, CaseResult> =
+        finished.into_iter().map(|r| (r.id.clone(), r)).collect();
+    let mut out = Vec::new();
+    for section in sections {
+        for case in section
+            .cases
+            .iter()
+            .filter(|c| selection.includes(section, c))
+        {
+            out.push(by_id.remove(&case.id).unwrap_or_else(|| {
+                let mut r = CaseResult::skipped(&section.section, case, format!("not run: {why}"));
+                r.status = Status::Error;
+                r
+            }));
+        }
+    }
+    out
+}
+
 /// SplitMix64 step: distinct nonces per case from the run's nonce.
 fn mix(seed: u64, n: u64) -> u64 {
     let mut z = seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -138,6 +166,15 @@ async fn run_case(
             }
         }
         failures.extend(exchanges.iter().filter_map(template_error_leak));
+        failures.extend(exchanges.iter().filter_map(|ex| {
+            ex.overran.as_ref().map(|why| {
+                crate::suite::checks::Failure::new(
+                    "max_tokens",
+                    "a stream that ends within its max_tokens".into(),
+                    why.clone(),
+                )
+            })
+        }));
         steps.extend(exchanges.iter().map(StepRecord::of));
     }
     let errored = steps.iter().find_map(|s| s.transport_error.clone());

@@ -217,3 +217,65 @@ fn a_bench_run_refuses_impossible_settings_before_it_sends() {
     }
     assert!(!out.join("bench.json").exists());
 }
+
+#[test]
+fn a_stream_that_never_ends_fails_its_case_at_once() {
+    let mut args = mock::fast();
+    args.fault = vec!["endless".parse().unwrap()];
+    let url = mock::start(args);
+    let out = scratch("endless");
+    // The request timeout bounds this test if the guard breaks.
+    let target = TargetArgs {
+        url: Some(url),
+        request_timeout: 20,
+        ..TargetArgs::default()
+    };
+    let args = ConformanceArgs {
+        sections: vec!["streaming".into()],
+        ..ConformanceArgs::new(Tier::Smoke, target, out.clone())
+    };
+    let started = std::time::Instant::now();
+    let report = conformance::run(&args, Arc::new(Quiet)).unwrap();
+    // A token every 2 ms: past its budget within a second, not at the
+    // request timeout.
+    assert!(started.elapsed().as_secs() < 15, "{:?}", started.elapsed());
+    let case = &report.cases[0];
+    assert_eq!(case.status, Status::Fail, "{case:?}");
+    let past = case.failures.iter().find(|f| f.check == "max_tokens");
+    assert!(
+        past.is_some_and(|f| f.actual.contains("events for a budget of")),
+        "{:?}",
+        case.failures
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_run_past_its_time_limit_reports_what_ran_and_the_rest_as_not_run() {
+    // 300 ms between tokens: a smoke tier takes minutes.
+    let url = mock::start(afm_harness::mock::MockArgs::timed(5.0, 300.0, 32));
+    let out = scratch("run-timeout");
+    let target = TargetArgs {
+        url: Some(url),
+        ..TargetArgs::default()
+    };
+    let args = ConformanceArgs {
+        run_timeout: 3,
+        ..ConformanceArgs::new(Tier::Smoke, target, out.clone())
+    };
+    let started = std::time::Instant::now();
+    let seen = Arc::new(Seen::default());
+    let report = conformance::run(&args, seen.clone()).unwrap();
+    assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+    let not_run: Vec<&CaseResult> = report
+        .cases
+        .iter()
+        .filter(|c| c.reason.as_deref() == Some("not run: --run-timeout 3 s reached"))
+        .collect();
+    assert!(!not_run.is_empty());
+    assert!(not_run.iter().all(|c| c.status == Status::Error));
+    // Every selected case is in the report, and the report was written.
+    assert_eq!(report.cases.len(), *seen.planned.lock().unwrap());
+    assert!(out.join("report.json").is_file());
+    let _ = std::fs::remove_dir_all(&out);
+}

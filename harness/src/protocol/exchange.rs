@@ -31,6 +31,9 @@ pub struct Exchange {
     pub malformed_lines: Vec<String>,
     /// The request never completed (connection refused, reset, timeout).
     pub transport_error: Option<String>,
+    /// The stream went on past what the request's `max_tokens` allows,
+    /// and reading stopped there: how far past.
+    pub overran: Option<String>,
     pub streamed: bool,
     pub millis: f64,
 }

@@ -13,7 +13,9 @@ use super::target::TargetArgs;
 use super::Observer;
 use crate::report::known_failures::KnownFailures;
 use crate::report::{html, junit, summary};
-use crate::report::{write_text, Report, RunInfo};
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+use crate::report::{write_text, CaseResult, Report, RunInfo};
 use crate::run_info;
 use crate::runner::{self, RunOptions};
 use crate::suite::profile::Profile;
@@ -76,6 +78,12 @@ pub struct ConformanceArgs {
     /// hold only with it; `--deterministic false` measures the fast mode).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub deterministic: bool,
+    /// Seconds the run may take (probes and cases); then it stops and writes
+    /// the report of what ran, every case not finished marked an error
+    /// ("not run"). SIGTERM and SIGINT (a CI job's timeout, Ctrl-C) do
+    /// the same. 0: no limit.
+    #[arg(long, default_value_t = 0)]
+    pub run_timeout: u64,
 }
 
 impl ConformanceArgs {
@@ -99,6 +107,7 @@ impl ConformanceArgs {
             profile: None,
             chat_template: None,
             deterministic: true,
+            run_timeout: 0,
         }
     }
 
@@ -150,6 +159,10 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let mut signals = {
+        let _entered = runtime.enter();
+        Signals::catch()
+    };
 
     // A key, so the security cases check afm-serve's key handling too.
     let engine_key = format!("afm-test-{:x}", runner::run_nonce());
@@ -178,8 +191,20 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
     let requested_model = target.model().map(str::to_string);
     let nonce = runner::run_nonce();
     observer.note(&format!("{selected} cases against {}", target.describe()));
-    let capabilities =
-        runtime.block_on(profile.capabilities().probe(&target, &format!("{nonce:x}")));
+    // The time limit counts from here: probes and cases.
+    let deadline = (args.run_timeout > 0)
+        .then(|| tokio::time::Instant::now() + std::time::Duration::from_secs(args.run_timeout));
+    let probe_nonce = format!("{nonce:x}");
+    let probed = runtime.block_on(async {
+        tokio::select! {
+            c = profile.capabilities().probe(&target, &probe_nonce) => Ok(c),
+            why = stopped(deadline, args.run_timeout, &mut signals) => Err(why),
+        }
+    });
+    let (capabilities, stop) = match probed {
+        Ok(c) => (c, None),
+        Err(why) => (Default::default(), Some(why)),
+    };
     observer.cases_planned(selected);
     let options = RunOptions {
         selection,
@@ -189,13 +214,25 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
         nonce,
     };
     let reporter = observer.clone();
-    let results = runtime.block_on(runner::run(
-        &target,
-        &sections,
-        &capabilities,
-        &options,
-        move |r| reporter.case_done(r),
-    ));
+    let done: Arc<std::sync::Mutex<Vec<CaseResult>>> = Arc::default();
+    let finished = done.clone();
+    let results = runtime.block_on(async {
+        if let Some(why) = stop {
+            observer.note(&format!("{why} while probing: writing the report"));
+            return runner::with_not_run(&sections, &options.selection, Vec::new(), &why);
+        }
+        tokio::select! {
+            results = runner::run(&target, &sections, &capabilities, &options, move |r| {
+                finished.lock().expect("results").push(r.clone());
+                reporter.case_done(r);
+            }) => results,
+            why = stopped(deadline, args.run_timeout, &mut signals) => {
+                observer.note(&format!("{why}: writing the report of what ran"));
+                let done = done.lock().expect("results").clone();
+                runner::with_not_run(&sections, &options.selection, done, &why)
+            }
+        }
+    });
     // The engine or the server stops before the report is written.
     drop(target);
     drop(opened.server);
@@ -223,6 +260,51 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
     known.annotate(&mut report);
     write(&report, args)?;
     Ok(report)
+}
+
+/// Resolves when the run must stop: at the `deadline` (`--run-timeout
+/// timeout`), or at SIGTERM or SIGINT. Says which.
+async fn stopped(
+    deadline: Option<tokio::time::Instant>,
+    timeout: u64,
+    signals: &mut Signals,
+) -> String {
+    let limit = async {
+        match deadline {
+            None => std::future::pending().await,
+            Some(at) => tokio::time::sleep_until(at).await,
+        }
+    };
+    async fn arrives(s: &mut Option<Signal>) {
+        match s {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    tokio::select! {
+        _ = limit => format!("--run-timeout {timeout} s reached"),
+        _ = arrives(&mut signals.term) => "stopped by SIGTERM".into(),
+        _ = arrives(&mut signals.int) => "stopped by SIGINT".into(),
+    }
+}
+
+/// SIGTERM and SIGINT, caught from the start of the run (from then on
+/// they no longer kill the process: the run stops and reports).
+struct Signals {
+    term: Option<Signal>,
+    int: Option<Signal>,
+}
+
+impl Signals {
+    /// Needs the runtime entered.
+    fn catch() -> Self {
+        Signals {
+            term: signal(SignalKind::terminate()).ok(),
+            int: signal(SignalKind::interrupt()).ok(),
+        }
+    }
 }
 
 /// The report's files: report.json and report.html in `out`, and the

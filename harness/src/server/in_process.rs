@@ -105,7 +105,12 @@ impl InProcess {
         let mut data = response.into_body().into_data_stream();
         while let Some(piece) = data.next().await {
             match piece {
-                Ok(bytes) => reader.feed(&bytes, millis_since(start), ex),
+                Ok(bytes) => {
+                    reader.feed(&bytes, millis_since(start), ex);
+                    if reader.overran(ex) {
+                        break;
+                    }
+                }
                 Err(e) => {
                     ex.transport_error = Some(error_chain(&e));
                     break;

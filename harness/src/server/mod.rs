@@ -331,7 +331,10 @@ async fn read_http(mut r: reqwest::Response, start: Instant, ex: &mut Exchange) 
                     ));
                     break;
                 }
-                reader.feed(&bytes, millis_since(start), ex)
+                reader.feed(&bytes, millis_since(start), ex);
+                if reader.overran(ex) {
+                    break;
+                }
             }
             Ok(None) => break,
             Err(e) => {
@@ -343,10 +346,30 @@ async fn read_http(mut r: reqwest::Response, start: Instant, ex: &mut Exchange) 
     reader.finish(millis_since(start), ex);
 }
 
+/// The request's token budget: `max_tokens`, `max_completion_tokens`
+/// (chat), `max_output_tokens` (Responses).
+fn token_budget(request: &Value) -> Option<u64> {
+    ["max_completion_tokens", "max_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|k| request[k].as_u64())
+}
+
+/// Stream events a request may get: each token at most one event of its
+/// own, twice over (a server may send reasoning and content, or a call's
+/// name and arguments, apart), plus the protocol's own events (role,
+/// block starts and stops, finish, usage, pings: Responses sends about a
+/// dozen).
+fn event_cap(request: &Value) -> Option<usize> {
+    token_budget(request).map(|n| 2 * n as usize + 32)
+}
+
 /// Reads a reply body as it arrives: a whole JSON (or text) body, or an
 /// SSE stream split into events.
 struct BodyReader {
     sse: bool,
+    /// Stream events the request's token budget allows at most (None: it
+    /// sets none).
+    event_cap: Option<usize>,
     pending: Vec<u8>,
     /// The `event:` field of the event being read.
     event: String,
@@ -362,10 +385,29 @@ impl BodyReader {
             .is_some_and(|c| c.starts_with("text/event-stream"));
         BodyReader {
             sse,
+            event_cap: event_cap(&ex.request),
             pending: Vec::new(),
             event: String::new(),
             data: Vec::new(),
         }
+    }
+
+    /// Whether the stream has gone past what its request's `max_tokens`
+    /// allows; then it is named in `ex.overran` and the caller stops
+    /// reading (a stream that never ends fails its case at once instead of
+    /// running to the request timeout).
+    fn overran(&self, ex: &mut Exchange) -> bool {
+        let Some(cap) = self.event_cap.filter(|&c| self.sse && ex.chunks.len() > c) else {
+            return false;
+        };
+        let budget = token_budget(&ex.request).unwrap_or_default();
+        ex.overran = Some(format!(
+            "the stream sent {} events for a budget of {budget} tokens (at most {cap}: every \
+             event but a few carries at least one token) and went on; reading stopped after {:.1} s",
+            ex.chunks.len(),
+            ex.chunk_millis.last().copied().unwrap_or_default() / 1000.0
+        ));
+        true
     }
 
     fn feed(&mut self, bytes: &[u8], at_millis: f64, ex: &mut Exchange) {
