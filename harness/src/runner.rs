@@ -280,10 +280,11 @@ async fn play(
         Scenario::Single if case.request.is_null() => {
             let method = case.method.as_deref().unwrap_or("GET");
             let mut out = Vec::new();
-            // `{{model}}` in the path: the first model the server lists
-            // (that listing is step 0).
-            let path = match path.contains("{{model}}") {
-                true => {
+            // `{{model}}` in the path: the model the run names, else the
+            // first one the server lists (that listing is step 0).
+            let path = match (path.contains("{{model}}"), target.model()) {
+                (true, Some(id)) => path.replace("{{model}}", id),
+                (true, None) => {
                     let list = target.send(outgoing(case, "GET", "/v1/models", None)).await;
                     let id = list.body["data"][0]["id"]
                         .as_str()
@@ -292,7 +293,7 @@ async fn play(
                     out.push(list);
                     path.replace("{{model}}", &id)
                 }
-                false => path.to_string(),
+                (false, _) => path.to_string(),
             };
             out.push(target.send(outgoing(case, method, &path, None)).await);
             let last = out.len() - 1;

@@ -75,7 +75,7 @@ const EXPECTATIONS: [Expectation; 11] = [
         fault: "thinking_eats_max_tokens",
         clean: "reasoning",
         sections: &["reasoning", "thinking_budget"],
-        // No answer left within max_tokens 50; the budget of 16 ignored.
+        // No answer left within max_tokens 50; the budget of 6 ignored.
         caught_by: &[
             "thinking_budget.small_max_tokens",
             "thinking_budget.request_budget",

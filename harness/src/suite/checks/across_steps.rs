@@ -155,20 +155,25 @@ pub(super) fn prompt_holds_history(
         .collect()
 }
 
-/// The compared text of a reply; tool calls as `name(arguments)` with
-/// the arguments' JSON normalized.
-/// The first logprobs token of step `of` is in no subject's logprobs.
+/// The first logprobs token of step `of` is in no subject's logprobs:
+/// the same text, or the same `id` where a server gives ids (mlx-lm gives
+/// ids and no text).
 pub(super) fn no_token_of(steps: &[Exchange], on: &[usize], of: usize) -> Vec<Mismatch> {
-    let Some(banned) = steps.get(of).map(Reply::of).and_then(|r| {
-        r.logprobs
-            .first()
-            .and_then(|t| t["token"].as_str().map(str::to_string))
-    }) else {
+    let first = steps
+        .get(of)
+        .map(Reply::of)
+        .and_then(|r| r.logprobs.first().cloned());
+    let Some(banned) = first.filter(|t| t["token"].is_string() || t["id"].is_u64()) else {
         return vec![(
             format!("a logprobs token in step {of}"),
             "no logprobs there".into(),
         )];
     };
+    let same = |t: &Value| {
+        (banned["token"].is_string() && t["token"] == banned["token"])
+            || (banned["id"].is_u64() && t["id"] == banned["id"])
+    };
+    let name = banned.get("token").unwrap_or(&banned["id"]).to_string();
     on.iter()
         .filter(|&&i| i != of)
         .filter_map(|&i| {
@@ -176,14 +181,11 @@ pub(super) fn no_token_of(steps: &[Exchange], on: &[usize], of: usize) -> Vec<Mi
             if r.logprobs.is_empty() {
                 return Some((format!("logprobs in step {i}"), "no logprobs".into()));
             }
-            let at = r
-                .logprobs
-                .iter()
-                .position(|t| t["token"].as_str() == Some(banned.as_str()))?;
+            let at = r.logprobs.iter().position(same)?;
             Some((
-                format!("no token {banned:?} (banned)"),
+                format!("no token {name} (banned)"),
                 format!(
-                    "step {i}: token {at} is {banned:?}; content {}",
+                    "step {i}: token {at} is {name}; content {}",
                     clip(&r.content)
                 ),
             ))
@@ -225,6 +227,8 @@ pub(super) fn own_reply(steps: &[Exchange], on: &[usize]) -> Vec<Mismatch> {
         .collect()
 }
 
+/// The compared text of a reply; tool calls as `name(arguments)` with
+/// the arguments' JSON normalized.
 fn field_of(r: &Reply, f: Field) -> String {
     match f {
         Field::Content => r.content.clone(),
