@@ -184,7 +184,9 @@ impl Sample {
             s.content
                 .push_str(&format!("\n[call {}] {}", c.name, c.arguments));
         }
-        s.error = if let Some(t) = &ex.transport_error {
+        s.error = if let Some(o) = &ex.overran {
+            Some(format!("past max_tokens: {o}"))
+        } else if let Some(t) = &ex.transport_error {
             Some(format!("transport: {t}"))
         } else if ex.status != 200 {
             Some(format!("HTTP {}: {}", ex.status, short(&ex.body)))
@@ -209,6 +211,9 @@ impl Sample {
 pub enum ErrorKind {
     /// The reply did not end within `--request-timeout`.
     Timeout,
+    /// The stream went on past what its `max_tokens` allows (one that
+    /// never ends), and reading stopped.
+    PastMaxTokens,
     /// The reply passed the harness's cap.
     TooLarge,
     /// Redirects that did not end.
@@ -237,6 +242,7 @@ impl ErrorKind {
             "transport" if rest.contains("redirect") => ErrorKind::Redirects,
             "transport" => ErrorKind::Transport,
             "error event" => ErrorKind::ErrorEvent,
+            "past max_tokens" => ErrorKind::PastMaxTokens,
             "request" => ErrorKind::Request,
             _ if head.starts_with("HTTP ") => ErrorKind::Status,
             _ if head.starts_with("not a stream") => ErrorKind::NotAStream,
@@ -248,6 +254,7 @@ impl ErrorKind {
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::Timeout => "timeout",
+            ErrorKind::PastMaxTokens => "past-max-tokens",
             ErrorKind::TooLarge => "too-large",
             ErrorKind::Redirects => "redirects",
             ErrorKind::Transport => "transport",
