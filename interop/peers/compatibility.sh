@@ -121,11 +121,13 @@ PLAN="$OUT/compatibility.toml"
 # accepts any max_tokens and ignores stop strings: there
 # limits.max_tokens_over_context generates until the 600 s request timeout
 # and every later case waits behind it (mlx-omni-server).
-NO_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode"]'
+NO_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode", "client_params"]'
 VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --enforce-eager --chat-template $TEMPLATE"
 # The conformance page's sections: where thinking and tool calls are
-# parsed, switched and sent back (chat, Messages and Responses).
-CONFORMANCE_SECTIONS='["reasoning", "thinking_budget", "tools", "tool_coercion", "template_kwargs", "messages", "responses"]'
+# parsed, switched and sent back (chat, Messages and Responses), and the
+# fields the SDKs send (client_params: model-independent, so any model
+# grades them).
+CONFORMANCE_SECTIONS='["reasoning", "thinking_budget", "tools", "tool_coercion", "template_kwargs", "messages", "responses", "client_params"]'
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
