@@ -40,19 +40,24 @@ pub fn markdown(m: &Matrix) -> String {
          ⚠️ error · ⏭ skip (refused by name, or declared absent) · — not run.\n\n",
     );
     out.push_str(
-        "| server | model | pass | fail (attributed) | spec | fail before grading | errors | skipped | wall |\n",
+        "| server | model | pass | fail (attributed) | causes | spec | fail before grading | errors | skipped | wall |\n",
     );
-    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("|---|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
     for c in &m.columns {
         let s = c.summary;
+        let causes = match c.unattributed {
+            0 => format!("{} behind {}", c.causes, s.known),
+            n => format!("{} behind {}; {n} unattributed", c.causes, s.known),
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} |",
             code(&c.label),
             code(&c.model),
             s.pass,
             s.fail,
             s.known,
+            causes,
             s.spec,
             c.failed_ungraded(),
             s.error,
@@ -61,8 +66,10 @@ pub fn markdown(m: &Matrix) -> String {
         );
     }
     out.push_str(
-        "\n*fail before grading*: what the column failed when every deviation from the \
-         published schema was a failure (fail + spec).\n",
+        "\n*causes*: the distinct causes (footnotes) behind the attributed failures: one \
+         server bug that fails several cases is one cause. *fail before grading*: what the \
+         column failed when every deviation from the published schema was a failure (fail + \
+         spec).\n",
     );
     if !m.unavailable.is_empty() {
         out.push_str("\n## Not runnable here\n\n| server | why |\n|---|---|\n");
@@ -203,8 +210,24 @@ mod tests {
             "a heading per section: {md}"
         );
         assert!(
-            md.contains("| `vllm@0.32.0` | `smollm2` | 1 | 2 (1) | 0 | 2 | 0 | 0 | 0:00 |"),
+            md.contains("| `vllm@0.32.0` | `smollm2` | 1 | 2 (1) | 1 behind 1; 1 unattributed | 0 | 2 | 0 | 0 | 0:00 |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_cause_behind_several_failures_counts_once() {
+        let issue = "server.py: tool_choice is accepted and ignored";
+        let b = report(vec![
+            case("tools.required", Status::Fail, Some(issue)),
+            case("tools.named", Status::Fail, Some(issue)),
+            case("tools.none", Status::Fail, Some("another cause")),
+        ]);
+        let m = Matrix::new(&[("mlx-lm".into(), b)]);
+        assert_eq!((m.columns[0].causes, m.columns[0].unattributed), (2, 0));
+        let md = markdown(&m);
+        assert!(md.contains("| 3 (3) | 2 behind 3 |"), "{md}");
+        // One footnote per cause, however many cells point to it.
+        assert_eq!(md.matches("\n[^").count(), 2, "{md}");
     }
 }

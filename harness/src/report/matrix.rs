@@ -219,6 +219,11 @@ pub struct Column {
     pub flags: Vec<String>,
     pub summary: Summary,
     pub wall_seconds: f64,
+    /// Distinct causes (known issues) behind the column's attributed
+    /// failures: a server bug that fails five cases is one cause.
+    pub causes: usize,
+    /// Failures (and errors) no known issue explains.
+    pub unattributed: usize,
 }
 
 /// `name@version`, or the name alone.
@@ -334,6 +339,18 @@ impl Matrix {
                     flags: r.run.server_flags.clone(),
                     summary: r.summary,
                     wall_seconds: r.run.wall_seconds,
+                    causes: r
+                        .cases
+                        .iter()
+                        .filter(|c| c.status.failed())
+                        .filter_map(|c| c.known_issue.as_deref())
+                        .collect::<BTreeSet<_>>()
+                        .len(),
+                    unattributed: r
+                        .cases
+                        .iter()
+                        .filter(|c| c.status.failed() && c.known_issue.is_none())
+                        .count(),
                 })
                 .collect(),
             rows: order
@@ -396,8 +413,8 @@ impl Matrix {
             let s = c.summary;
             let _ = writeln!(
                 out,
-                "{}: {} passed, {} failed ({} known), {} spec, {} errors, {} skipped in {:.0} s",
-                c.label, s.pass, s.fail, s.known, s.spec, s.error, s.skip, c.wall_seconds
+                "{}: {} passed, {} failed ({} known: {} causes), {} spec, {} errors, {} skipped in {:.0} s",
+                c.label, s.pass, s.fail, s.known, c.causes, s.spec, s.error, s.skip, c.wall_seconds
             );
         }
         for u in &self.unavailable {
