@@ -103,6 +103,33 @@ pub async fn run(
     results
 }
 
+/// `id` as one path segment, percent-encoded as openai-python's
+/// `models.retrieve` sends it (`quote(id, safe="!$&'()*+,;=:@")`): a
+/// model id that is a folder or an `org/name` repo keeps its slashes
+/// encoded, so a server sees one id, not a longer path.
+fn path_segment(id: &str) -> String {
+    use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+    const KEPT: &AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~')
+        .remove(b'!')
+        .remove(b'$')
+        .remove(b'&')
+        .remove(b'\'')
+        .remove(b'(')
+        .remove(b')')
+        .remove(b'*')
+        .remove(b'+')
+        .remove(b',')
+        .remove(b';')
+        .remove(b'=')
+        .remove(b':')
+        .remove(b'@');
+    utf8_percent_encode(id, KEPT).to_string()
+}
+
 /// The results of a run stopped early: those that finished, then every
 /// other selected case as an error "not run" with `why` (never a skip: a
 /// case that did not run proves nothing), in the suites' order.
@@ -281,9 +308,10 @@ async fn play(
             let method = case.method.as_deref().unwrap_or("GET");
             let mut out = Vec::new();
             // `{{model}}` in the path: the model the run names, else the
-            // first one the server lists (that listing is step 0).
+            // first one the server lists (that listing is step 0), as one
+            // path segment the way the SDKs send it.
             let path = match (path.contains("{{model}}"), target.model()) {
-                (true, Some(id)) => path.replace("{{model}}", id),
+                (true, Some(id)) => path.replace("{{model}}", &path_segment(id)),
                 (true, None) => {
                     let list = target.send(outgoing(case, "GET", "/v1/models", None)).await;
                     let id = list.body["data"][0]["id"]
@@ -291,7 +319,7 @@ async fn play(
                         .unwrap_or("no-model-listed")
                         .to_string();
                     out.push(list);
-                    path.replace("{{model}}", &id)
+                    path.replace("{{model}}", &path_segment(&id))
                 }
                 (false, _) => path.to_string(),
             };
@@ -503,6 +531,16 @@ fn fill_text(s: &str, nonce: &str, replies: &[Reply]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_model_id_is_one_path_segment_as_the_sdk_sends_it() {
+        assert_eq!(path_segment("smollm2"), "smollm2");
+        assert_eq!(
+            path_segment(".cache/models/conformance/hf"),
+            ".cache%2Fmodels%2Fconformance%2Fhf"
+        );
+        assert_eq!(path_segment("org/name:q4 x"), "org%2Fname:q4%20x");
+    }
 
     #[test]
     fn placeholders_are_filled_everywhere() {

@@ -60,8 +60,9 @@ pub(super) fn models_list(ex: &Exchange) -> Outcome {
 
 /// `GET /v1/models/{id}`: the model object of that id.
 pub(super) fn model_object(ex: &Exchange) -> Outcome {
-    let asked = ex.path.split_once("/models/").map_or("", |(_, id)| id);
-    let ok = ex.body["object"] == "model" && ex.body["id"].as_str() == Some(asked);
+    let segment = ex.path.split_once("/models/").map_or("", |(_, id)| id);
+    let asked = percent_encoding::percent_decode_str(segment).decode_utf8_lossy();
+    let ok = ex.body["object"] == "model" && ex.body["id"].as_str() == Some(&*asked);
     ensure(ok, format!("a model object with id {asked:?}"), || {
         format!("{} {}", ex.status, clip(&ex.body.to_string()))
     })
