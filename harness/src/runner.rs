@@ -225,6 +225,7 @@ async fn run_case(
         steps,
         millis: start.elapsed().as_secs_f64() * 1000.0,
         known_issue: None,
+        known_cause: None,
     }
 }
 

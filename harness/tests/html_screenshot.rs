@@ -59,6 +59,7 @@ fn case(n: usize, section: &str, status: Status, known: bool) -> CaseResult {
         steps: Vec::new(),
         millis: 10.0 * n as f64,
         known_issue: known.then(|| "https://example.org/issues/1".into()),
+        known_cause: known.then(|| "https://example.org/issues/1".into()),
     }
 }
 

@@ -79,9 +79,13 @@ pub fn markdown(m: &Matrix) -> String {
         }
     }
     out.push('\n');
-    // One footnote per (server, issue), numbered in order of appearance.
+    // One footnote per (server, cause), numbered in order of appearance:
+    // the first failure's attribution in full, then the other cases the
+    // same cause fails.
     let mut notes: BTreeMap<(usize, String), usize> = BTreeMap::new();
     let mut order: Vec<(usize, String)> = Vec::new();
+    let mut first: Vec<String> = Vec::new();
+    let mut also: Vec<Vec<String>> = Vec::new();
     let mut section = "";
     for row in &m.rows {
         if row.section != section {
@@ -113,11 +117,21 @@ pub fn markdown(m: &Matrix) -> String {
             };
             let mut text = symbol(c).to_string();
             if let Some(issue) = c.issue.as_ref().filter(|_| c.status.failed()) {
-                let key = (k, issue.clone());
-                let n = *notes.entry(key.clone()).or_insert_with(|| {
-                    order.push(key);
-                    order.len()
-                });
+                let cause = c.cause.clone().unwrap_or_else(|| issue.clone());
+                let key = (k, cause);
+                let n = match notes.get(&key) {
+                    Some(&n) => {
+                        also[n - 1].push(row.id.clone());
+                        n
+                    }
+                    None => {
+                        order.push(key.clone());
+                        first.push(issue.clone());
+                        also.push(Vec::new());
+                        notes.insert(key, order.len());
+                        order.len()
+                    }
+                };
                 let _ = write!(text, "[^{n}]");
             }
             let _ = write!(out, " {text} |");
@@ -127,13 +141,20 @@ pub fn markdown(m: &Matrix) -> String {
     if !order.is_empty() {
         out.push('\n');
     }
-    for (n, (k, issue)) in order.iter().enumerate() {
+    for (n, (k, _)) in order.iter().enumerate() {
+        let others = match also[n].is_empty() {
+            true => String::new(),
+            false => {
+                let ids: Vec<String> = also[n].iter().map(|id| code(id)).collect();
+                format!(" Also fails {}.", ids.join(", "))
+            }
+        };
         let _ = writeln!(
             out,
-            "[^{}]: {}: {}",
+            "[^{}]: {}: {}{others}",
             n + 1,
             code(&m.columns[*k].label),
-            cell(issue, 600)
+            cell(&first[n], 600)
         );
     }
     out
@@ -162,6 +183,7 @@ mod tests {
             steps: Vec::new(),
             millis: 1.0,
             known_issue: known.map(str::to_string),
+            known_cause: known.map(|k| k.split(" (").next().unwrap_or(k).to_string()),
         }
     }
 
@@ -229,5 +251,6 @@ mod tests {
         assert!(md.contains("| 3 (3) | 2 behind 3 |"), "{md}");
         // One footnote per cause, however many cells point to it.
         assert_eq!(md.matches("\n[^").count(), 2, "{md}");
+        assert!(md.contains("Also fails `tools.named`."), "{md}");
     }
 }

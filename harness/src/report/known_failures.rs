@@ -68,11 +68,9 @@ impl KnownFailures {
     /// Attributes the report's failures to known issues.
     pub fn annotate(&self, report: &mut Report) {
         for c in &mut report.cases {
-            c.known_issue = if c.status.failed() {
-                self.label(&c.id)
-            } else {
-                None
-            };
+            let known = self.get(&c.id).filter(|_| c.status.failed());
+            c.known_issue = known.and_then(|k| self.label(&k.id));
+            c.known_cause = known.map(|k| k.issue.clone());
         }
         report.summary.known = report
             .cases

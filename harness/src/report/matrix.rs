@@ -271,6 +271,9 @@ pub struct Cell {
     /// The known issue its failure is attributed to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub issue: Option<String>,
+    /// That issue's cause alone (shared by the failures it explains).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
     /// What the server did: each failed check, then each request's path,
     /// status and (for errors) body, cut short.
     pub evidence: Vec<String>,
@@ -322,6 +325,7 @@ impl Matrix {
                     note,
                     known: c.known_issue.is_some(),
                     issue: c.known_issue.clone(),
+                    cause: c.known_cause.clone().or_else(|| c.known_issue.clone()),
                     evidence: evidence(c),
                 });
             }
@@ -343,7 +347,7 @@ impl Matrix {
                         .cases
                         .iter()
                         .filter(|c| c.status.failed())
-                        .filter_map(|c| c.known_issue.as_deref())
+                        .filter_map(|c| c.known_cause.as_deref().or(c.known_issue.as_deref()))
                         .collect::<BTreeSet<_>>()
                         .len(),
                     unattributed: r

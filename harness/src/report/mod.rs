@@ -108,6 +108,10 @@ pub struct CaseResult {
     /// A known-failures entry that attributes this failure to an issue.
     #[serde(default)]
     pub known_issue: Option<String>,
+    /// That entry's issue alone (its cause), without the case's reason:
+    /// the failures one server bug explains share it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_cause: Option<String>,
 }
 
 impl CaseResult {
@@ -124,6 +128,7 @@ impl CaseResult {
             steps: Vec::new(),
             millis: 0.0,
             known_issue: None,
+            known_cause: None,
         }
     }
 

@@ -509,6 +509,7 @@ mod tests {
             steps: Vec::new(),
             millis: 12.0,
             known_issue: None,
+            known_cause: None,
         }
     }
 
