@@ -84,7 +84,7 @@ MLX_OMNI="${MLX_OMNI_SERVER_VERSION:-0.5.3}"
 # afm-serve's version: the last commit that changed the engine, the harness
 # or the suites (a commit of docs or known failures runs nothing again).
 AFM="$(git log -1 --format=%h -- engine harness suites Cargo.lock)"
-GGUF="$(ls .cache/models/smollm2/*.gguf | head -1)"
+GGUF="$(ls .cache/models/smollm2/*.gguf 2>/dev/null | head -1 || true)"
 TEMPLATE=fixtures/templates/chatml-tools.jinja
 KEY=afm-peer-key
 
