@@ -20,6 +20,11 @@
 # files changed, with the failures attributed anew); it needs only
 # afm-test (built without the engine when missing).
 #
+# --merge makes the page from the column reports already in
+# target/compatibility*/ (one per server, each run on its own machine with
+# --only NAME and gathered there: .github/workflows/compatibility.yml),
+# installing and running nothing, and publishes it and its shelf.
+#
 # --model conformance writes a second page, docs/compatibility-conformance.*
 # (from target/compatibility-conformance): the conformance model
 # (models/conformance/: it thinks in Qwen3's `<think>` and calls tools in
@@ -53,6 +58,7 @@ ONLY=""
 FRESH=""
 MODEL=smollm2
 PUBLISHED=""
+MERGE=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --tier) TIER="$2"; shift 2 ;;
@@ -60,7 +66,8 @@ while [ $# -gt 0 ]; do
     --fresh) FRESH=1; shift ;;
     --model) MODEL="$2"; shift 2 ;;
     --published) PUBLISHED=1; shift ;;
-    *) echo "compatibility.sh: unknown argument '$1' (--tier TIER, --only a,b, --fresh, --model smollm2|conformance, --published)" >&2; exit 2 ;;
+    --merge) MERGE=1; shift ;;
+    *) echo "compatibility.sh: unknown argument '$1' (--tier TIER, --only a,b, --fresh, --model smollm2|conformance, --published, --merge)" >&2; exit 2 ;;
     esac
 done
 case "$MODEL" in
@@ -99,14 +106,17 @@ if [ -n "$PUBLISHED" ]; then
         [ -x "$AFM_TEST" ] || cargo build -q --release -p afm-harness --no-default-features --bin afm-test
     fi
 else
-if [ -z "${AFM_TEST:-}" ]; then
+if [ -z "${AFM_TEST:-}" ] && [ -n "$MERGE" ]; then
+    AFM_TEST="$ROOT/target/release/afm-test"
+    [ -x "$AFM_TEST" ] || cargo build -q --release -p afm-harness --no-default-features --bin afm-test
+elif [ -z "${AFM_TEST:-}" ]; then
     echo "compatibility: building afm-test and afm-serve" >&2
     cargo build -q --release -p afm-harness --bin afm-test -p afm-engine --bin afm-serve
     AFM_TEST="$ROOT/target/release/afm-test"
 fi
 # The conformance model: its GGUF for the llama.cpp servers, its HF folder
 # (the same numbers in f32, with its chat template) for the others.
-if conformance && [ ! -f "$CONF_GGUF" ]; then
+if [ -z "$MERGE" ] && conformance && [ ! -f "$CONF_GGUF" ]; then
     echo "compatibility: $CONF_GGUF is missing (scripts/setup.sh assembles it)" >&2
     exit 1
 fi
@@ -122,6 +132,9 @@ VLLM_MLX_BIN="$PEERS/vllm-mlx-$VLLM_MLX/bin"
 MLX_OMNI_BIN="$PEERS/mlx-omni-server-$MLX_OMNI/bin"
 
 # Installers are idempotent; only the columns to run are installed.
+if [ -n "$MERGE" ]; then
+    echo "compatibility: merging the column reports in $OUT" >&2
+else
 echo "compatibility: installing the peers" >&2
 if ! conformance && { wanted mlx-lm || wanted vllm || wanted vllm-options; }; then
     [ -f "$PEERS/smollm2-f32/model.safetensors" ] ||
@@ -130,11 +143,12 @@ fi
 if ! conformance && { wanted vllm-mlx || wanted mlx-omni-server; }; then bash interop/peers/smollm2-f32-tools.sh >&2; fi
 if wanted mlx-lm; then bash interop/peers/mlx-lm.sh >/dev/null; fi
 if wanted llama-server; then LLAMA_SERVER="$(bash interop/peers/llama-server.sh)"; fi
-LLAMA_DIR="$(basename "$(dirname "$(dirname "$(dirname "${LLAMA_SERVER:-x/x/x/x}")")")")"
 if wanted vllm || wanted vllm-options; then bash interop/peers/vllm.sh >/dev/null; fi
 if wanted llama-cpp-python; then bash interop/peers/llama-cpp-python.sh >/dev/null; fi
 if wanted vllm-mlx; then bash interop/peers/vllm-mlx.sh >/dev/null; fi
 if wanted mlx-omni-server; then bash interop/peers/mlx-omni-server.sh >/dev/null; fi
+fi
+LLAMA_DIR="$(basename "$(dirname "$(dirname "$(dirname "${LLAMA_SERVER:-x/x/x/x}")")")")"
 
 # The matrix: a column for each server asked for, and for each other one
 # whose report of this version is here to read back.
@@ -155,7 +169,9 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
     # checkout's have moved on since.
     [ -z "${AFM_SUITES:-}" ] || echo "suites = \"$AFM_SUITES\""
     column() { # NAME VERSION MODEL SERVER [KNOWN] [KEY] [TIER] [SECTIONS] [PROFILE]
-        if wanted "$1"; then
+        if [ -n "$MERGE" ]; then
+            [ -f "$OUT/$1@$2/report.json" ] || return 0
+        elif wanted "$1"; then
             [ -z "$ONLY" ] && [ -z "$FRESH" ] || rm -rf "${OUT:?}/$1@$2"
         elif [ ! -f "$OUT/$1@$2/report.json" ]; then
             return 0
@@ -293,7 +309,8 @@ if [ -z "$PUBLISHED" ]; then
             sed "s#$ROOT/##g" "$dir/report.json" | gzip -9n >"$SHELF/$(basename "$dir").report.json.gz"
         done
     done
-    if ! conformance; then
+    # (A merge has no peers installed: the disk table stays as published.)
+    if ! conformance && [ -z "$MERGE" ]; then
         {
             echo "| peer | installed | disk |"
             echo "|---|---|---:|"
