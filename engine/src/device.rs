@@ -135,19 +135,22 @@ fn probe() -> Device {
     }
 }
 
+/// What MLX says of its default device (each field where it says it).
+#[derive(Default)]
+struct Info {
+    name: Option<String>,
+    memory: Option<usize>,
+}
+
 /// MLX's device information (`mlx_device_info`): keys vary by backend;
 /// CUDA reports `total_memory`, Metal `memory_size`, the CPU neither.
 #[cfg(not(target_os = "macos"))]
 mod info {
     use std::ffi::{CStr, CString};
 
-    #[derive(Default)]
-    pub struct Info {
-        pub name: Option<String>,
-        pub memory: Option<usize>,
-    }
+    use super::Info;
 
-    pub fn default_device() -> Info {
+    pub(super) fn default_device() -> Info {
         // SAFETY: mlx-c calls on handles created and freed here; a failed
         // call leaves the field unset.
         unsafe {
@@ -185,13 +188,9 @@ mod info {
 /// device information: Metal's memory is the machine's (unified).
 #[cfg(target_os = "macos")]
 mod info {
-    #[derive(Default)]
-    pub struct Info {
-        pub name: Option<String>,
-        pub memory: Option<usize>,
-    }
+    use super::Info;
 
-    pub fn default_device() -> Info {
+    pub(super) fn default_device() -> Info {
         Info {
             name: Some("Metal".into()),
             memory: None,
