@@ -148,11 +148,11 @@ pub fn with_not_run(
             .iter()
             .filter(|c| selection.includes(section, c))
         {
-            out.push(by_id.remove(&case.id).unwrap_or_else(|| {
-                let mut r = CaseResult::skipped(&section.section, case, format!("not run: {why}"));
-                r.status = Status::Error;
-                r
-            }));
+            out.push(
+                by_id
+                    .remove(&case.id)
+                    .unwrap_or_else(|| CaseResult::unfinished(&section.section, case, why)),
+            );
         }
     }
     out

@@ -116,13 +116,23 @@ pub struct CaseResult {
 
 impl CaseResult {
     pub fn skipped(section: &str, case: &Case, reason: String) -> Self {
+        Self::not_run(section, case, Status::Skip, reason)
+    }
+
+    /// A case a stopped run never finished: an error, never a skip (it
+    /// proves nothing either way).
+    pub fn unfinished(section: &str, case: &Case, why: &str) -> Self {
+        Self::not_run(section, case, Status::Error, format!("not run: {why}"))
+    }
+
+    fn not_run(section: &str, case: &Case, status: Status, reason: String) -> Self {
         CaseResult {
             id: case.id.clone(),
             name: case.name.clone(),
             section: section.to_string(),
             tier: case.tier,
             seeds: case.seeds.clone(),
-            status: Status::Skip,
+            status,
             reason: Some(reason),
             failures: Vec::new(),
             steps: Vec::new(),
