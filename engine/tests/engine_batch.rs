@@ -2,9 +2,7 @@
 //! isolation, seeded determinism across batch slots and cache state, stop
 //! strings, logprobs, and cancellation.
 
-#[path = "support/together.rs"]
-mod together;
-use together::release_together;
+use crate::support::together::release_together;
 
 use std::sync::Arc;
 

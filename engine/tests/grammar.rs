@@ -4,9 +4,7 @@
 //! request that needs one is refused naming the flag, never served
 //! unconstrained.
 
-#[path = "support/together.rs"]
-mod together;
-use together::release_together;
+use crate::support::together::release_together;
 
 use std::sync::Arc;
 

@@ -5,8 +5,6 @@
 //! the same logits (within [`TOLERANCE`]) and the same 32 greedy ids as
 //! mlx-lm does; and every one passes the conformance runner.
 
-mod conformance;
-
 use std::path::PathBuf;
 
 use afm_engine::cpu::qmm;
@@ -15,7 +13,7 @@ use afm_engine::runtime::argmax;
 use afm_engine::LoadedModel;
 use serde_json::Value;
 
-use conformance::{batch_invariant_mode, default_mode, scripts};
+use crate::conformance::{batch_invariant_mode, default_mode, scripts};
 
 /// Largest |difference| of a logit accepted against mlx-lm (both f32 on
 /// the same MLX; the order of some reductions differs).

@@ -1,8 +1,6 @@
 //! Every architecture through the conformance runner, on random small
 //! weights built here (no model file needed).
 
-mod conformance;
-
 use std::collections::HashMap;
 
 use afm_engine::loading::{HyperParams, ModelConfig, TensorMap, WeightMode};
@@ -10,7 +8,7 @@ use afm_engine::models::{registry, CausalLm};
 use afm_engine::EngineError;
 use mlx_rs::Array;
 
-use conformance::{batch_invariant_mode, default_mode, scripts};
+use crate::conformance::{batch_invariant_mode, default_mode, scripts};
 
 const VOCAB: usize = 96;
 
@@ -133,7 +131,7 @@ fn llama_tensors(w: &mut Weights, c: &ModelConfig) {
 
 /// 32 scripts of mixed prompt lengths: a batch as full as the runner's
 /// largest.
-fn batch_of_32() -> Vec<conformance::Script> {
+fn batch_of_32() -> Vec<crate::conformance::Script> {
     let lens: Vec<usize> = [11, 4, 9, 6, 13, 2, 8, 5]
         .iter()
         .cycle()

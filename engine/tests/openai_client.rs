@@ -6,12 +6,10 @@
 //! role (`openai_sdk.py`, also run by the real-client matrix): the scripts
 //! of interop/clients/.
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use support::Server;
+use crate::support::Server;
 
 fn python() -> PathBuf {
     std::env::var_os("AFM_PYTHON")

@@ -4,11 +4,9 @@
 //! lets an in-flight request finish; `ignore_eos` runs to `max_tokens`; a
 //! request past the KV budget is refused naming the flag.
 
-mod support;
-
+use crate::support::{metric, Server};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
-use support::{metric, Server};
 
 async fn post(client: &Client, url: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
     let r = client

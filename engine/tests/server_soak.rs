@@ -3,13 +3,11 @@
 //! against one afm-serve. No 5xx, no empty reply without a reason, the
 //! metrics add up, and the server is healthy and idle afterwards.
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::{metric, Server};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
-use support::{metric, Server};
 use tokio::sync::Semaphore;
 
 const REQUESTS: usize = 200;

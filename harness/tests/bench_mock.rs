@@ -4,17 +4,15 @@
 //! stops; a usage that over-reports output tokens is counted per request;
 //! two clients' records merge into one report. No engine needed.
 
-mod support;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::support::mock::{self, bench_args};
 use afm_harness::bench::merge;
 use afm_harness::bench::results::BenchReport;
 use afm_harness::mock::record::MockTiming;
 use afm_harness::run::{bench, Quiet};
 use afm_harness::server::Target;
-use support::mock::{self, bench_args};
 
 fn scratch(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("afm-bench-mock-{}-{name}", std::process::id()))

@@ -7,13 +7,11 @@
 //! Each isolation check catches it on its own; with both off, nothing
 //! does: the checks, not luck, catch it. No engine needed.
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::mock::{self, bench_args};
 use afm_harness::bench::results::LevelResult;
 use afm_harness::run::{bench, Quiet};
-use support::mock::{self, bench_args};
 
 /// The concurrency-4 level of a default run against `url` on `endpoint`,
 /// with `extra` flags.

@@ -3,13 +3,11 @@
 //! corrupted reply that names what the server did, and a body of
 //! gigabytes is cut at the harness's cap. No engine needed.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::support::mock::{self, bench_args};
 use afm_harness::run::{bench, Quiet};
-use support::mock::{self, bench_args};
 
 /// A run of 2 requests against the mock broken by `fault`, cut after 2 s:
 /// what it said of them, the kinds it counted them under, and how long it

@@ -5,13 +5,11 @@
 //! `--model`, and fails with a wrong `--model`; the report shows the model
 //! the server served.
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::support::routing_double::{self, SERVED};
 use serde_json::Value;
-use support::routing_double::{self, SERVED};
 
 /// `afm-test run --tier smoke --section preflight --url URL ARGS...`:
 /// its exit code and report.

@@ -3,18 +3,16 @@
 //! a served model from a wrong one; a matrix sets two runs side by side;
 //! a bench run counts cross-talk as corrupted and writes its results.
 
-mod support;
-
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use crate::support::mock::bench_args;
+use crate::support::{mock, routing_double};
 use afm_harness::report::{CaseResult, Status};
 use afm_harness::run::conformance::{self, ConformanceArgs};
 use afm_harness::run::target::TargetArgs;
 use afm_harness::run::{bench, matrix, Observer, Quiet};
 use afm_harness::suite::Tier;
-use support::mock::bench_args;
-use support::{mock, routing_double};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("afm-runs-{}-{name}", std::process::id()));

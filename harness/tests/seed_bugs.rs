@@ -4,8 +4,6 @@
 //! reports of real runs) calls exactly those cases regressions, and the
 //! reverse diff calls them fixed.
 
-mod support;
-
 use std::collections::{BTreeSet, HashMap};
 
 use afm_harness::report::diff::{Change, Diff, Options};
@@ -16,7 +14,7 @@ use afm_harness::server::Target;
 use afm_harness::suite::capabilities::{self, Capabilities};
 use afm_harness::suite::{Section, Selection, Tier};
 
-use support::faulty_server;
+use crate::support::faulty_server;
 
 /// A fault, the mode serving the same thing correctly, the sections run,
 /// and the cases that must catch it.

@@ -5,8 +5,6 @@
 //! faulty run exits 1. The faulty server is the real engine behind a
 //! front that drops the feature.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,7 +14,7 @@ use afm_harness::server::Target;
 use afm_harness::suite::capabilities::{Capabilities, State};
 use afm_harness::suite::{Section, Selection, Tier};
 
-use support::faulty_server;
+use crate::support::faulty_server;
 
 struct Expectation {
     fault: &'static str,

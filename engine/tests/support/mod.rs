@@ -1,6 +1,8 @@
-//! Starts `afm-serve` on a free loopback port for HTTP tests. (Each test
-//! binary uses a different subset of these helpers.)
+//! Starts `afm-serve` on a free loopback port for HTTP tests, and
+//! releases engine requests together (`together`).
 #![allow(dead_code)]
+
+pub mod together;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};

@@ -1,6 +1,6 @@
 //! Test-only servers for the harness's tests.
 
-// Each test binary uses a part of it.
+// Built without the `engine` feature, some helpers go unused.
 #[allow(dead_code)]
 #[cfg(feature = "engine")]
 pub mod faulty_server;
