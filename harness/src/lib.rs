@@ -9,6 +9,7 @@
 //! folders and what each holds: `docs/architecture.md`.
 
 pub mod bench;
+pub mod clients;
 pub mod hostile;
 pub mod mock;
 pub mod outcome;

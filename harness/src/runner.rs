@@ -7,17 +7,20 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio::sync::{Barrier, Semaphore};
 
+use crate::clients::grade::{regrade, Replayed};
+use crate::clients::Clients;
 use crate::protocol::dialect::Dialect;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
 use crate::server::{Outgoing, Target};
 use crate::suite::capabilities::Capabilities;
+use crate::suite::checks::Grade;
 use crate::suite::filler;
 use crate::suite::{Case, Mode, Scenario, Section, Selection};
 
 /// Settings of one run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunOptions {
     pub selection: Selection,
     /// Cases run at the same time (1: one after another).
@@ -30,6 +33,9 @@ pub struct RunOptions {
     /// Unique to the run whatever the seed: the `{{nonce}}`s derive from
     /// it, so no cache of an earlier run against the same server helps.
     pub nonce: u64,
+    /// The official clients that replay each exchange of a case that did
+    /// not pass, and grade it by what they did (`--clients`).
+    pub clients: Option<Arc<Clients>>,
 }
 
 /// A value no other run shares: the clock's nanoseconds and the process id.
@@ -65,6 +71,7 @@ pub async fn run(
             let (limit, progress) = (limit.clone(), progress.clone());
             let nonce = format!("{:x}", mix(options.nonce, ordinal));
             let (seed, strict) = (options.seed, options.strict);
+            let clients = options.clients.clone();
             // Taken here, in file order, so cases start in the order listed.
             let slot = limit.acquire_owned().await.expect("semaphore");
             handles.push(tokio::spawn(async move {
@@ -72,8 +79,9 @@ pub async fn run(
                 let result = match missing {
                     Some(reason) => CaseResult::skipped(&section_id, &case, reason),
                     None => {
-                        let mut r = run_case(&target, &section_id, &case, &nonce, seed).await;
-                        if strict && r.status == Status::Spec {
+                        let mut r =
+                            run_case(&target, &section_id, &case, &nonce, seed, clients).await;
+                        if strict && r.status.graded_apart() {
                             r.status = Status::Fail;
                         }
                         // What the probes saw explains why it failed.
@@ -172,6 +180,7 @@ async fn run_case(
     case: &Case,
     nonce: &str,
     seed: u64,
+    clients: Option<Arc<Clients>>,
 ) -> CaseResult {
     let start = Instant::now();
     let modes: &[bool] = match (&case.scenario, case.mode) {
@@ -182,6 +191,7 @@ async fn run_case(
     };
     let mut steps = Vec::new();
     let mut failures = Vec::new();
+    let mut played = Vec::new();
     for &stream in modes {
         let (exchanges, subjects) = play(target, case, stream, nonce, seed).await;
         for spec in &case.checks {
@@ -203,15 +213,31 @@ async fn run_case(
             })
         }));
         steps.extend(exchanges.iter().map(StepRecord::of));
+        played.extend(exchanges);
+    }
+    if !failures.is_empty() {
+        if let Some(clients) = clients {
+            replay(&clients, &mut steps, played).await;
+        }
+        let replayed: Vec<Replayed> = steps
+            .iter()
+            .map(|s| Replayed {
+                status: s.status,
+                client: s.client.as_ref(),
+            })
+            .collect();
+        regrade(case, &mut failures, &replayed);
     }
     let errored = steps.iter().find_map(|s| s.transport_error.clone());
-    let breaking = failures.iter().any(|f| f.grade.breaks());
-    let status = match (&errored, breaking, failures.is_empty()) {
-        (Some(_), _, _) => Status::Error,
-        (None, true, _) => Status::Fail,
+    let worst = failures.iter().map(|f| f.grade).max_by_key(|g| g.weight());
+    let status = match (&errored, worst) {
+        (Some(_), _) => Status::Error,
+        (None, Some(Grade::Fail)) => Status::Fail,
+        (None, Some(Grade::Degraded)) => Status::Degraded,
         // Off the published schema's letter only.
-        (None, false, false) => Status::Spec,
-        (None, false, true) => Status::Pass,
+        (None, Some(Grade::Spec)) => Status::Spec,
+        (None, Some(Grade::Lenient)) => Status::Lenient,
+        (None, None) => Status::Pass,
     };
     CaseResult {
         id: case.id.clone(),
@@ -226,6 +252,24 @@ async fn run_case(
         millis: start.elapsed().as_secs_f64() * 1000.0,
         known_issue: None,
         known_cause: None,
+    }
+}
+
+/// Each exchange replayed through its official client (off the runtime's
+/// threads: the replay waits on a Python process), the outcomes kept in
+/// the steps.
+async fn replay(clients: &Arc<Clients>, steps: &mut [StepRecord], played: Vec<Exchange>) {
+    let clients = clients.clone();
+    let outcomes = tokio::task::spawn_blocking(move || {
+        played
+            .iter()
+            .map(|ex| clients.replay(ex))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    for (step, outcome) in steps.iter_mut().zip(outcomes) {
+        step.client = outcome;
     }
 }
 

@@ -41,6 +41,7 @@ async fn run(template: Option<&str>, selection: Selection) -> Vec<CaseResult> {
         strict: false,
         seed: 1,
         nonce,
+        clients: None,
     };
     runner::run(&target, &sections, &capabilities, &options, |_| {}).await
 }

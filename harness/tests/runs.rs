@@ -125,7 +125,7 @@ fn a_wrong_model_fails_the_cases_and_a_matrix_shows_both_columns() {
         )
     };
     std::fs::write(&file, plan(&url, "")).unwrap();
-    let m = matrix::run(&file, &out.join("matrix"), false, Arc::new(Quiet)).unwrap();
+    let m = matrix::run(&file, &out.join("matrix"), false, None, Arc::new(Quiet)).unwrap();
     let names: Vec<&str> = m.columns.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["right", "wrong"]);
     assert_eq!(m.columns[0].1.unexplained_failures(), 0);
@@ -161,7 +161,7 @@ fn a_wrong_model_fails_the_cases_and_a_matrix_shows_both_columns() {
         ),
     )
     .unwrap();
-    let again = matrix::run(&file, &out.join("matrix"), true, Arc::new(Quiet)).unwrap();
+    let again = matrix::run(&file, &out.join("matrix"), true, None, Arc::new(Quiet)).unwrap();
     assert_eq!(again.columns[1].1.unexplained_failures(), 0);
     assert_eq!(
         again.columns[1].1.summary.fail, m.columns[1].1.summary.fail,

@@ -145,6 +145,7 @@ async fn run(
         strict: false,
         seed,
         nonce: runner::run_nonce(),
+        clients: None,
     };
     runner::run(&target, sections, &all_capabilities(), &options, |_| {}).await
 }

@@ -71,6 +71,7 @@ async fn run(base: &str, sections: &[Section], section: &str) -> (Capabilities, 
         strict: false,
         seed: 5,
         nonce,
+        clients: None,
     };
     let results = runner::run(&target, sections, &caps, &options, |_| {}).await;
     (caps, results)

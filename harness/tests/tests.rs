@@ -9,6 +9,7 @@ mod support;
 mod bench_load;
 mod bench_mock;
 mod bench_verify;
+mod client_grades;
 #[cfg(feature = "engine")]
 mod gemma4_planted;
 mod grading;

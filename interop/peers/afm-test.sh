@@ -75,7 +75,10 @@ OUT="target/peers-test/$PEER${SUFFIX:-}-$TIER"
 BASELINE="baselines/peers/$PEER${SUFFIX:-}.json"
 KNOWN="baselines/peers/$PEER.known.toml"
 rc=0
+# Graded by what the official clients do with each reply that fails a
+# rule (`--clients`: the project's venv has openai and anthropic).
 afm_test run --tier "$TIER" --seed 1 --server "$SERVER" --model "$MODEL" ${KEY:+--api-key "$KEY"} \
+    --clients "${AFM_CLIENTS:-$ROOT/.cache/venv/bin/python}" \
     --known-failures "$KNOWN" --out "$OUT" || rc=$?
 [ "$rc" -le 1 ] || exit "$rc"
 if [ "$REFRESH" = "--refresh" ]; then

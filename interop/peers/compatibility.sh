@@ -36,6 +36,10 @@
 # in-process column); then nothing is built, and the afm-serve columns of
 # the bundled-model page take AFM_SERVE (default target/release/afm-serve).
 # AFM_SUITES: the suite folder that afm-test reads (default ./suites).
+# Every column run is graded by the official clients (`afm-test matrix
+# --clients`: openai-python and anthropic-python replay each reply of a
+# case that does not pass) under AFM_CLIENTS (default the project's venv
+# Python, which scripts/setup.sh installs with both).
 #
 # --only runs those columns (names as below); the others are read back from
 # earlier runs in target/compatibility when there (a column's folder is
@@ -290,7 +294,8 @@ status=0
 if [ -z "$PUBLISHED" ]; then
     REUSE=--reuse
     [ -z "$FRESH" ] || REUSE=
-    "$AFM_TEST" matrix "$PLAN" --out "$OUT" $REUSE || status=$?
+    "$AFM_TEST" matrix "$PLAN" --out "$OUT" $REUSE \
+        --clients "${AFM_CLIENTS:-$ROOT/.cache/venv/bin/python}" || status=$?
     [ "$status" -le 1 ] || exit "$status"
     # What the page is made of, beside it (see the top of this file): the
     # plan, its columns' reports, and a peer's other versions here (the

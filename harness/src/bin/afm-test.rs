@@ -75,6 +75,10 @@ enum Command {
         /// their failures are attributed anew from the known-failures files.
         #[arg(long)]
         reuse: bool,
+        /// Grade every column by the official clients under this Python
+        /// (`run --clients`).
+        #[arg(long, value_name = "PYTHON")]
+        clients: Option<PathBuf>,
     },
 }
 
@@ -102,12 +106,15 @@ fn main() -> ExitCode {
             known_failures,
             DiffOptions { allow_skips },
         ),
-        Some(Command::Matrix { file, out, reuse }) => {
-            matrix::run(&file, &out, reuse, Progress::new()).map(|m| {
-                print!("{}", m.matrix.text());
-                exit_code(m.columns.iter().any(|(_, r)| r.unexplained_failures() > 0))
-            })
-        }
+        Some(Command::Matrix {
+            file,
+            out,
+            reuse,
+            clients,
+        }) => matrix::run(&file, &out, reuse, clients, Progress::new()).map(|m| {
+            print!("{}", m.matrix.text());
+            exit_code(m.columns.iter().any(|(_, r)| r.unexplained_failures() > 0))
+        }),
     };
     result.unwrap_or_else(|e| {
         eprintln!("afm-test: error: {e:#}");

@@ -17,7 +17,9 @@ fn symbol(c: &Cell) -> &'static str {
         Status::Pass => "✅",
         Status::Fail if c.known => "❌",
         Status::Fail => "❌ **new**",
+        Status::Degraded => "🟠",
         Status::Spec => "🟡",
+        Status::Lenient => "🔵",
         Status::Error => "⚠️",
         Status::Skip => "⏭",
     }
@@ -35,14 +37,15 @@ pub fn markdown(m: &Matrix) -> String {
     let mut out = String::from("# Compatibility of local LLM servers\n\n");
     out.push_str(
         "Each cell is the grade of an afm-test case on that server: ✅ pass · ❌ fail \
-         (attributed in a footnote; **new** when nothing explains it) · 🟡 spec (off the \
-         published schema only, in ways the official SDKs accept: `docs/grading.md`) · \
-         ⚠️ error · ⏭ skip (refused by name, or declared absent) · — not run.\n\n",
+         (attributed in a footnote; **new** when nothing explains it) · 🟠 degraded (the \
+         official client works and its user loses something: an error's message or type, \
+         the usage) · 🟡 spec (off the published schema only, in ways the official SDKs \
+         accept) · 🔵 lenient (answers a request the spec forbids) · ⚠️ error · ⏭ skip (refused by name, or declared absent) · — not run.\n\n",
     );
     out.push_str(
-        "| server | model | pass | fail (attributed) | causes | spec | fail before grading | errors | skipped | wall |\n",
+        "| server | model | pass | fail (attributed) | causes | degraded | spec | lenient | fail before grading | errors | skipped | wall |\n",
     );
-    out.push_str("|---|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
+    out.push_str("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for c in &m.columns {
         let s = c.summary;
         let causes = match c.unattributed {
@@ -51,14 +54,16 @@ pub fn markdown(m: &Matrix) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} |",
             code(&c.label),
             code(&c.model),
             s.pass,
             s.fail,
             s.known,
             causes,
+            s.degraded,
             s.spec,
+            s.lenient,
             c.failed_ungraded(),
             s.error,
             s.skip,
@@ -68,8 +73,10 @@ pub fn markdown(m: &Matrix) -> String {
     out.push_str(
         "\n*causes*: the distinct causes (footnotes) behind the attributed failures: one \
          server bug that fails several cases is one cause. *fail before grading*: what the \
-         column failed when every deviation from the published schema was a failure (fail + \
-         spec).\n",
+         column failed when every deviation was a failure (fail + degraded + spec + \
+         lenient). Grades come from the checks' rules, and where the column was run with \
+         `--clients`, from what openai-python and anthropic-python did with each reply \
+         (`docs/grading.md`).\n",
     );
     if !m.unavailable.is_empty() {
         out.push_str("\n## Not runnable here\n\n| server | why |\n|---|---|\n");
@@ -232,7 +239,7 @@ mod tests {
             "a heading per section: {md}"
         );
         assert!(
-            md.contains("| `vllm@0.32.0` | `smollm2` | 1 | 2 (1) | 1 behind 1; 1 unattributed | 0 | 2 | 0 | 0 | 0:00 |"),
+            md.contains("| `vllm@0.32.0` | `smollm2` | 1 | 2 (1) | 1 behind 1; 1 unattributed | 0 | 0 | 0 | 2 | 0 | 0 | 0:00 |"),
             "{md}"
         );
     }

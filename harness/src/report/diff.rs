@@ -28,8 +28,10 @@ pub enum Change {
     NowSkipped,
     /// Skipped in A, runs in B (pass).
     NowRunning,
-    /// Off the published schema's letter only in B (graded `spec`), and
-    /// not in A: shown, never a regression (`--strict` runs make it one).
+    /// Graded apart from failures in B and not in A: `spec` (off the
+    /// published schema's letter only), `lenient`, or `degraded` where it
+    /// failed before. Shown, never a regression (`--strict` runs make it
+    /// one).
     NowSpec,
     /// Only in B (not failing).
     New,
@@ -47,7 +49,7 @@ impl Change {
             Change::StillFailing => "Still failing (pre-existing)",
             Change::NowSkipped => "Now skipped",
             Change::NowRunning => "No longer skipped",
-            Change::NowSpec => "Now spec (schema letter only)",
+            Change::NowSpec => "Now spec, degraded or lenient (not failures)",
             Change::New => "New cases",
             Change::Removed => "Removed cases",
             Change::Unchanged => "Unchanged",
@@ -245,8 +247,10 @@ fn classify(
     allow_skips: bool,
 ) -> Change {
     use Status::*;
+    // Passing, or deviating in a way that is not a failure.
+    let held = |s: Status| s == Pass || s.graded_apart();
     match (before, after) {
-        (Some(Pass | Spec), Some(Skip)) if !allow_skips => Change::Regression,
+        (Some(a), Some(Skip)) if held(a) && !allow_skips => Change::Regression,
         (None, Some(s)) if s.failed() && !known => Change::Regression,
         (None, Some(_)) => Change::New,
         (Some(_), None) => Change::Removed,
@@ -254,12 +258,15 @@ fn classify(
             Fail | Error => Change::StillFailing,
             _ => Change::Unchanged,
         },
-        (Some(Pass | Spec), Some(Fail | Error)) => Change::Regression,
+        (Some(a), Some(Fail | Error)) if held(a) => Change::Regression,
+        // The client's user now loses what it had (an error's message, the
+        // usage).
+        (Some(Pass | Spec | Lenient), Some(Degraded)) => Change::Regression,
         (Some(Skip), Some(Fail | Error)) if !known => Change::Regression,
         (Some(Skip), Some(Fail | Error)) => Change::StillFailing,
         (Some(Fail | Error), Some(Fail | Error)) => Change::StillFailing,
-        (Some(Fail | Error | Spec), Some(Pass)) => Change::Fixed,
-        (Some(_), Some(Spec)) => Change::NowSpec,
+        (Some(a), Some(Pass)) if a != Skip => Change::Fixed,
+        (Some(_), Some(b)) if b.graded_apart() => Change::NowSpec,
         (Some(_), Some(Skip)) => Change::NowSkipped,
         (Some(Skip), Some(Pass)) => Change::NowRunning,
         (Some(_), Some(_)) => Change::Unchanged,
@@ -310,6 +317,19 @@ mod tests {
         assert_eq!(strict(Some(Spec), Some(Fail), false), Change::Regression);
         assert_eq!(strict(Some(Spec), Some(Skip), false), Change::Regression);
         assert_eq!(strict(None, Some(Spec), false), Change::New);
+        // Degraded: worse than passing, better than failing.
+        assert_eq!(
+            strict(Some(Pass), Some(Degraded), false),
+            Change::Regression
+        );
+        assert_eq!(strict(Some(Fail), Some(Degraded), true), Change::NowSpec);
+        assert_eq!(
+            strict(Some(Degraded), Some(Fail), false),
+            Change::Regression
+        );
+        assert_eq!(strict(Some(Degraded), Some(Pass), false), Change::Fixed);
+        assert_eq!(strict(Some(Fail), Some(Lenient), false), Change::NowSpec);
+        assert_eq!(strict(Some(Lenient), Some(Skip), false), Change::Regression);
         let relaxed = |a, b| classify(a, b, false, true);
         assert_eq!(relaxed(Some(Pass), Some(Skip)), Change::NowSkipped);
         assert_eq!(relaxed(Some(Pass), Some(Error)), Change::Regression);

@@ -26,6 +26,8 @@ struct Line {
 #[derive(Serialize)]
 struct FailureView {
     check: String,
+    grade: &'static str,
+    client: Option<String>,
     expected: String,
     actual: String,
     diff: Vec<Line>,
@@ -74,6 +76,8 @@ pub fn render_report(report: &Report) -> Result<String> {
                 .iter()
                 .map(|f| FailureView {
                     check: f.check.clone(),
+                    grade: f.grade.as_str(),
+                    client: f.client.clone(),
                     expected: f.expected.clone(),
                     actual: f.actual.clone(),
                     diff: line_diff(&f.expected, &f.actual),

@@ -173,10 +173,16 @@ fn evidence(c: &CaseResult) -> Vec<String> {
         .failures
         .iter()
         .map(|f| {
+            // The client's own words first: they decide the grade.
+            let client = f
+                .client
+                .as_ref()
+                .map(|c| format!("{c}; "))
+                .unwrap_or_default();
             cut(format!(
-                "{} ({}): expected {}; got {}",
+                "{} ({}): {client}expected {}; got {}",
                 f.check,
-                if f.grade.breaks() { "fail" } else { "spec" },
+                f.grade.as_str(),
                 f.expected,
                 f.actual
             ))
@@ -241,10 +247,11 @@ impl MatrixTarget {
 }
 
 impl Column {
-    /// What the column would fail before grading told `spec` apart:
+    /// What the column would fail before grading told deviations apart:
     /// every deviation was a failure.
     pub fn failed_ungraded(&self) -> usize {
-        self.summary.fail + self.summary.spec
+        let s = &self.summary;
+        s.fail + s.degraded + s.spec + s.lenient
     }
 }
 
@@ -417,8 +424,8 @@ impl Matrix {
             let s = c.summary;
             let _ = writeln!(
                 out,
-                "{}: {} passed, {} failed ({} known: {} causes), {} spec, {} errors, {} skipped in {:.0} s",
-                c.label, s.pass, s.fail, s.known, c.causes, s.spec, s.error, s.skip, c.wall_seconds
+                "{}: {} passed, {} failed ({} known: {} causes), {} degraded, {} spec, {} lenient, {} errors, {} skipped in {:.0} s",
+                c.label, s.pass, s.fail, s.known, c.causes, s.degraded, s.spec, s.lenient, s.error, s.skip, c.wall_seconds
             );
         }
         for u in &self.unavailable {

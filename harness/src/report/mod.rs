@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::clients::ClientOutcome;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::suite::capabilities::Capabilities;
@@ -35,6 +36,12 @@ pub enum Status {
     /// Off a published schema's letter only, in ways the official SDKs
     /// accept (`docs/grading.md`); a failure only with `--strict`.
     Spec,
+    /// The official clients work and their user loses something (an
+    /// error's message or type, the usage); a failure only with `--strict`.
+    Degraded,
+    /// The server answers a request the spec forbids; a failure only with
+    /// `--strict`.
+    Lenient,
     Skip,
     /// The case could not be carried out (transport failure).
     Error,
@@ -46,6 +53,8 @@ impl Status {
             Status::Pass => "pass",
             Status::Fail => "fail",
             Status::Spec => "spec",
+            Status::Degraded => "degraded",
+            Status::Lenient => "lenient",
             Status::Skip => "skip",
             Status::Error => "error",
         }
@@ -53,6 +62,12 @@ impl Status {
 
     pub fn failed(self) -> bool {
         matches!(self, Status::Fail | Status::Error)
+    }
+
+    /// A deviation that is not a failure unless `--strict`: spec,
+    /// degraded, lenient.
+    pub fn graded_apart(self) -> bool {
+        matches!(self, Status::Spec | Status::Degraded | Status::Lenient)
     }
 }
 
@@ -71,6 +86,9 @@ pub struct StepRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport_error: Option<String>,
     pub millis: f64,
+    /// What the official client did with this reply (`--clients`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientOutcome>,
 }
 
 impl StepRecord {
@@ -86,6 +104,7 @@ impl StepRecord {
             body: keep_body.then(|| ex.body.clone()),
             transport_error: ex.transport_error.clone(),
             millis: ex.millis,
+            client: None,
         }
     }
 }
@@ -189,6 +208,10 @@ pub struct RunInfo {
     /// The reply cap and the request time limit.
     #[serde(default)]
     pub reply_limits: Option<crate::run::target::ReplyLimits>,
+    /// The official clients that graded the run (`--clients`), with
+    /// their versions; none: the checks' rules alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -202,6 +225,12 @@ pub struct Summary {
     /// Cases off a published schema's letter only (`Status::Spec`).
     #[serde(default)]
     pub spec: usize,
+    /// Cases whose clients work with something lost (`Status::Degraded`).
+    #[serde(default)]
+    pub degraded: usize,
+    /// Cases answering a request the spec forbids (`Status::Lenient`).
+    #[serde(default)]
+    pub lenient: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -220,6 +249,8 @@ impl Report {
                 Status::Pass => summary.pass += 1,
                 Status::Fail => summary.fail += 1,
                 Status::Spec => summary.spec += 1,
+                Status::Degraded => summary.degraded += 1,
+                Status::Lenient => summary.lenient += 1,
                 Status::Skip => summary.skip += 1,
                 Status::Error => summary.error += 1,
             }
@@ -248,7 +279,7 @@ impl Report {
     pub fn text(&self, json_path: &Path) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
-        let shown = |c: &&CaseResult| c.status.failed() || c.status == Status::Spec;
+        let shown = |c: &&CaseResult| c.status.failed() || c.status.graded_apart();
         for c in self.cases.iter().filter(shown) {
             let known = c.known_issue.as_ref();
             let known = known.map(|k| format!("  [known: {k}]")).unwrap_or_default();
@@ -260,6 +291,9 @@ impl Report {
                     "      {}: expected {}; got {}",
                     f.check, f.expected, f.actual
                 );
+                if let Some(client) = &f.client {
+                    let _ = writeln!(out, "        client: {client}");
+                }
             }
             if let Some(reason) = &c.reason {
                 let _ = writeln!(out, "      {reason}");
@@ -268,11 +302,13 @@ impl Report {
         let s = self.summary;
         let _ = writeln!(
             out,
-            "afm-test: {} passed, {} failed ({} known), {} spec, {} errors, {} skipped in {:.1} s; {}",
+            "afm-test: {} passed, {} failed ({} known), {} degraded, {} spec, {} lenient, {} errors, {} skipped in {:.1} s; {}",
             s.pass,
             s.fail,
             s.known,
+            s.degraded,
             s.spec,
+            s.lenient,
             s.error,
             s.skip,
             self.run.wall_seconds,

@@ -11,6 +11,7 @@ use clap::Args;
 
 use super::target::TargetArgs;
 use super::Observer;
+use crate::clients::Clients;
 use crate::report::known_failures::KnownFailures;
 use crate::report::{html, junit, summary};
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -51,6 +52,13 @@ pub struct ConformanceArgs {
     /// ways the official SDKs accept) a failure, not `spec`.
     #[arg(long)]
     pub strict: bool,
+    /// Replay each exchange of every case that does not pass through the
+    /// official clients (openai-python, anthropic-python) under this
+    /// Python, and grade it by what they did: `degraded` where the client
+    /// works and its user loses something, `spec` where it reads an
+    /// off-schema reply rightly (`docs/grading.md`).
+    #[arg(long, value_name = "PYTHON")]
+    pub clients: Option<PathBuf>,
     /// Cases run at the same time.
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
@@ -99,6 +107,7 @@ impl ConformanceArgs {
             summary: None,
             known_failures: None,
             strict: false,
+            clients: None,
             concurrency: 1,
             seed: None,
             suites: None,
@@ -134,6 +143,8 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
     html::check_templates()?;
     let sections = suite::load(args.suites.as_deref())?;
     let known = KnownFailures::read_or_default(args.known_failures.as_deref())?;
+    // Before any server starts: a Python without the clients is a flag error.
+    let clients = args.clients.as_deref().map(Clients::start).transpose()?;
     let mut profile = match &args.profile {
         Some(p) => Profile::read(p)?,
         None => Profile::default(),
@@ -212,6 +223,7 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
         seed,
         strict: args.strict,
         nonce,
+        clients: clients.clone(),
     };
     let reporter = observer.clone();
     let done: Arc<std::sync::Mutex<Vec<CaseResult>>> = Arc::default();
@@ -255,6 +267,7 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
         seed,
         capabilities,
         reply_limits: Some(args.target.reply_limits()),
+        clients: clients.map(|c| c.versions.clone()),
     };
     let mut report = Report::new(info, results);
     known.annotate(&mut report);

@@ -3,7 +3,7 @@
 //! target (matrix.json, matrix.html, and matrix.md: the compatibility
 //! page).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -27,8 +27,15 @@ pub struct MatrixRun {
 /// already in `out/NAME` is not run again: its report is read back and its
 /// failures attributed anew from the target's current known-failures file
 /// (so a long matrix resumes, and an attribution edited after the run
-/// shows without re-running a server for an hour).
-pub fn run(file: &Path, out: &Path, reuse: bool, observer: Arc<dyn Observer>) -> Result<MatrixRun> {
+/// shows without re-running a server for an hour). With `clients` (a
+/// Python), every column run is graded by the official clients.
+pub fn run(
+    file: &Path,
+    out: &Path,
+    reuse: bool,
+    clients: Option<PathBuf>,
+    observer: Arc<dyn Observer>,
+) -> Result<MatrixRun> {
     let plan = MatrixFile::read(file)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut columns = Vec::new();
@@ -61,6 +68,7 @@ pub fn run(file: &Path, out: &Path, reuse: bool, observer: Arc<dyn Observer>) ->
             profile: t.profile.clone(),
             chat_template: t.chat_template.clone(),
             deterministic: t.deterministic.unwrap_or(true),
+            clients: clients.clone(),
             ..ConformanceArgs::new(tier, target, dir)
         };
         let report = conformance::run(&args, observer.clone())?;

@@ -241,6 +241,10 @@ pub struct Failure {
     pub actual: String,
     #[serde(default, skip_serializing_if = "Grade::breaks")]
     pub grade: Grade,
+    /// What an official client did with the reply (`--clients`): the
+    /// evidence behind the grade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 impl Failure {
@@ -251,6 +255,7 @@ impl Failure {
             expected,
             actual,
             grade: Grade::Fail,
+            client: None,
         }
     }
 }
@@ -268,11 +273,36 @@ pub enum Grade {
     /// accept (an explicit null, a field of the server's own, a nullable
     /// field left out): counted and shown, failing only with `--strict`.
     Spec,
+    /// The official client works, and its user loses something: an
+    /// error's message or type, the usage (`--clients` grades it).
+    Degraded,
+    /// The server answers a request the published spec forbids (a case
+    /// marked `lenient`): shown apart, failing only with `--strict`.
+    Lenient,
 }
 
 impl Grade {
     pub fn breaks(&self) -> bool {
         *self == Grade::Fail
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Grade::Fail => "fail",
+            Grade::Degraded => "degraded",
+            Grade::Spec => "spec",
+            Grade::Lenient => "lenient",
+        }
+    }
+
+    /// How much worse than the others: fail, degraded, spec, lenient.
+    pub fn weight(self) -> u8 {
+        match self {
+            Grade::Fail => 3,
+            Grade::Degraded => 2,
+            Grade::Spec => 1,
+            Grade::Lenient => 0,
+        }
     }
 }
 
@@ -328,6 +358,7 @@ impl CheckSpec {
                     expected,
                     actual,
                     grade,
+                    client: None,
                 })
                 .collect()
         };

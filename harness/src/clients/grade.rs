@@ -1,0 +1,236 @@
+//! Grades from what the official clients did (`docs/grading.md`, "The
+//! clients' word"). The rules of the checks stay the fast path; where a
+//! replay shows a client doing otherwise, the replay wins:
+//!
+//! - a wrong error body whose status the client still raised as the right
+//!   exception class is `degraded` (its user loses the message or type);
+//! - a reply off the schema or the stream rules that the client read whole,
+//!   handing its user values of the types it declares, is `spec`;
+//!   a client that raised on it, or handed its user a wrong type, is `fail`;
+//! - a usage the client's user never gets (absent, not wrong) is `degraded`;
+//! - an answer to a request the published spec forbids, in a case marked
+//!   `lenient`, is `lenient`.
+//!
+//! Every other check is about behaviour and stays `fail`. Each failure
+//! the replay saw carries the client's own words as evidence.
+
+use crate::suite::checks::{Failure, Grade};
+use crate::suite::Case;
+
+use super::ClientOutcome;
+
+/// One step of a case as the grade needs it: its status and what the
+/// client did with its reply (none: no client call for its path).
+#[derive(Debug, Clone, Copy)]
+pub struct Replayed<'a> {
+    pub status: u16,
+    pub client: Option<&'a ClientOutcome>,
+}
+
+/// Regrades `failures` of `case` from the client outcomes of its steps.
+pub fn regrade(case: &Case, failures: &mut [Failure], steps: &[Replayed<'_>]) {
+    let accepted = !steps.is_empty() && steps.iter().all(|s| (200..300).contains(&s.status));
+    for f in failures.iter_mut() {
+        let (grade, evidence) = judge(case, f, steps, accepted);
+        if let Some(grade) = grade {
+            f.grade = grade;
+        }
+        if let Some(e) = evidence {
+            f.client = Some(e.quote());
+        }
+    }
+}
+
+/// The grade a failure takes from the replay (`None`: the rule's stands)
+/// and the outcome quoted as evidence.
+fn judge<'a>(
+    case: &Case,
+    f: &Failure,
+    steps: &[Replayed<'a>],
+    accepted: bool,
+) -> (Option<Grade>, Option<&'a ClientOutcome>) {
+    let errors = || steps.iter().filter(|s| s.status >= 400);
+    let successes = || steps.iter().filter(|s| (200..300).contains(&s.status));
+    match f.check.as_str() {
+        "status" | "status_in" | "error_body" if case.lenient && accepted => {
+            (Some(Grade::Lenient), steps.iter().find_map(|s| s.client))
+        }
+        "error_body" => {
+            let outcomes: Vec<(u16, &ClientOutcome)> = errors()
+                .filter_map(|s| s.client.map(|c| (s.status, c)))
+                .collect();
+            let Some(&(_, evidence)) = outcomes.first() else {
+                return (None, None);
+            };
+            let right_class = outcomes
+                .iter()
+                .all(|(status, c)| c.raised.as_ref().is_some_and(|r| r.status == Some(*status)));
+            let grade = if right_class {
+                Grade::Degraded
+            } else {
+                Grade::Fail
+            };
+            (Some(grade), Some(evidence))
+        }
+        "schema" | "sse" => {
+            let outcomes: Vec<&ClientOutcome> = successes().filter_map(|s| s.client).collect();
+            let Some(&evidence) = outcomes.first() else {
+                return (None, None);
+            };
+            match outcomes.iter().find(|c| breaks(c)) {
+                Some(&broke) => (Some(Grade::Fail), Some(broke)),
+                None => (Some(Grade::Spec), Some(evidence)),
+            }
+        }
+        "usage" => {
+            let outcomes: Vec<&ClientOutcome> = successes().filter_map(|s| s.client).collect();
+            let Some(&evidence) = outcomes.first() else {
+                return (None, None);
+            };
+            let usage_absent = |c: &&&ClientOutcome| {
+                c.raised.is_none()
+                    && c.value
+                        .as_ref()
+                        .is_some_and(|v| v.get("usage").is_none_or(|u| u.is_null()))
+            };
+            match outcomes.iter().find(usage_absent) {
+                Some(&absent) => (Some(Grade::Degraded), Some(absent)),
+                None => (None, Some(evidence)),
+            }
+        }
+        _ => (None, steps.iter().rev().find_map(|s| s.client)),
+    }
+}
+
+/// The client raised, or handed its user a value its own types rule out.
+/// A chunk's or object's `object` field alone does not count: no code of
+/// the SDKs reads it, and their streams yield such chunks unchanged.
+fn breaks(c: &ClientOutcome) -> bool {
+    c.raised.is_some() || c.rejected.iter().any(|r| !r.starts_with("object: "))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::clients::Raised;
+
+    fn case(lenient: bool) -> Case {
+        let mut c: Case = toml::from_str(
+            r#"id = "t.case"
+name = "t"
+tier = "smoke"
+check = [{ kind = "status", equals = 400 }]"#,
+        )
+        .unwrap();
+        c.lenient = lenient;
+        c
+    }
+
+    fn step(status: u16, client: ClientOutcome) -> (u16, ClientOutcome) {
+        (status, client)
+    }
+
+    fn raised(status: u16) -> ClientOutcome {
+        ClientOutcome {
+            client: "openai-python 3.54.0".into(),
+            call: None,
+            raised: Some(Raised {
+                class: "BadRequestError".into(),
+                message: "Error code: 400".into(),
+                status: Some(status),
+                fields: Some(json!({"message": null, "type": null})),
+            }),
+            value: None,
+            rejected: vec![],
+        }
+    }
+
+    fn returned(usage: serde_json::Value, rejected: &[&str]) -> ClientOutcome {
+        ClientOutcome {
+            client: "openai-python 3.54.0".into(),
+            call: Some("chat.completions.create".into()),
+            raised: None,
+            value: Some(json!({"content": "hi", "usage": usage})),
+            rejected: rejected.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn graded(case: &Case, check: &str, steps: &[(u16, ClientOutcome)]) -> Failure {
+        let mut f = vec![Failure::new(check, "x".into(), "y".into())];
+        let replayed: Vec<Replayed> = steps
+            .iter()
+            .map(|(status, c)| Replayed {
+                status: *status,
+                client: Some(c),
+            })
+            .collect();
+        regrade(case, &mut f, &replayed);
+        f.remove(0)
+    }
+
+    #[test]
+    fn a_wrong_error_body_the_client_raises_rightly_is_degraded() {
+        let f = graded(&case(false), "error_body", &[step(400, raised(400))]);
+        assert_eq!(f.grade, Grade::Degraded);
+        let quote = f.client.unwrap();
+        assert!(quote.contains("raised BadRequestError (400)"), "{quote}");
+        assert!(
+            quote.contains("(error message, type, param, code empty)"),
+            "{quote}"
+        );
+        // A client that raised something else (no status) stays a failure.
+        let mut other = raised(400);
+        other.raised.as_mut().unwrap().status = None;
+        let f = graded(&case(false), "error_body", &[step(400, other)]);
+        assert_eq!(f.grade, Grade::Fail);
+    }
+
+    #[test]
+    fn an_off_schema_reply_is_spec_only_when_the_client_reads_it_rightly() {
+        let usage = json!({"prompt_tokens": 1});
+        let only_object = returned(usage.clone(), &["object: Input should be 'x'"]);
+        let f = graded(&case(false), "schema", &[step(200, only_object)]);
+        assert_eq!(f.grade, Grade::Spec);
+        let wrong_type = returned(usage, &["choices.0.index: Input should be a valid integer"]);
+        let f = graded(&case(false), "schema", &[step(200, wrong_type)]);
+        assert_eq!(f.grade, Grade::Fail);
+        let f = graded(&case(false), "sse", &[step(200, raised(200))]);
+        assert_eq!(f.grade, Grade::Fail);
+    }
+
+    #[test]
+    fn an_invalid_request_answered_is_lenient_only_where_the_case_says() {
+        let ok = returned(json!({"prompt_tokens": 1}), &[]);
+        let f = graded(&case(true), "status", &[step(200, ok.clone())]);
+        assert_eq!(f.grade, Grade::Lenient);
+        let f = graded(&case(false), "status", &[step(200, ok.clone())]);
+        assert_eq!(f.grade, Grade::Fail);
+        // A lenient case refused with the wrong status is no answer.
+        let f = graded(&case(true), "status", &[step(500, raised(500))]);
+        assert_eq!(f.grade, Grade::Fail);
+    }
+
+    #[test]
+    fn usage_left_out_is_degraded_and_usage_wrong_is_a_failure() {
+        let absent = returned(serde_json::Value::Null, &[]);
+        assert_eq!(
+            graded(&case(false), "usage", &[step(200, absent)]).grade,
+            Grade::Degraded
+        );
+        let present = returned(json!({"prompt_tokens": 9}), &[]);
+        assert_eq!(
+            graded(&case(false), "usage", &[step(200, present)]).grade,
+            Grade::Fail
+        );
+    }
+
+    #[test]
+    fn behaviour_checks_stay_failures_with_the_clients_value_as_evidence() {
+        let ok = returned(json!({"prompt_tokens": 1}), &[]);
+        let f = graded(&case(true), "content_not_contains", &[step(200, ok)]);
+        assert_eq!(f.grade, Grade::Fail);
+        assert!(f.client.unwrap().contains("returned {\"content\":\"hi\""));
+    }
+}
