@@ -77,7 +77,12 @@ fn judge<'a>(
             let Some(&evidence) = outcomes.first() else {
                 return (None, None);
             };
-            match outcomes.iter().find(|c| breaks(c)) {
+            // The rules' letter-only deviation breaks the client only if
+            // it raised or got a wrong value; a field the SDK declares that
+            // the server leaves out is then newer than the server, as the
+            // rules read it (`protocol::spec_schemas`).
+            let letter_only = f.grade == Grade::Spec;
+            match outcomes.iter().find(|c| breaks(c, letter_only)) {
                 Some(&broke) => (Some(Grade::Fail), Some(broke)),
                 None => (Some(Grade::Spec), Some(evidence)),
             }
@@ -102,11 +107,17 @@ fn judge<'a>(
     }
 }
 
-/// The client raised, or handed its user a value its own types rule out.
-/// A chunk's or object's `object` field alone does not count: no code of
-/// the SDKs reads it, and their streams yield such chunks unchanged.
-fn breaks(c: &ClientOutcome) -> bool {
-    c.raised.is_some() || c.rejected.iter().any(|r| !r.starts_with("object: "))
+/// The client raised, or handed its user a value its own types rule out
+/// (with `wrong_values_only`, a wrong value, not a field left out). A
+/// chunk's or object's `object` field alone does not count: no code of the
+/// SDKs reads it, and their streams yield such chunks unchanged.
+fn breaks(c: &ClientOutcome, wrong_values_only: bool) -> bool {
+    c.raised.is_some()
+        || c.rejected.iter().any(|r| {
+            let object_only = r.starts_with("object: ");
+            let left_out = wrong_values_only && r.ends_with(": Field required");
+            !(object_only || left_out)
+        })
 }
 
 #[cfg(test)]
@@ -198,6 +209,30 @@ check = [{ kind = "status", equals = 400 }]"#,
         assert_eq!(f.grade, Grade::Fail);
         let f = graded(&case(false), "sse", &[step(200, raised(200))]);
         assert_eq!(f.grade, Grade::Fail);
+    }
+
+    #[test]
+    fn a_letter_only_deviation_becomes_a_failure_only_on_a_wrong_value() {
+        let usage = json!({"input_tokens": 1});
+        let letter = |rejected: &[&str]| {
+            let mut f = vec![Failure::new("schema", "x".into(), "y".into())];
+            f[0].grade = Grade::Spec;
+            let c = returned(usage.clone(), rejected);
+            let replayed = [Replayed {
+                status: 200,
+                client: Some(&c),
+            }];
+            regrade(&case(false), &mut f, &replayed);
+            f.remove(0).grade
+        };
+        // A field newer than the server: the SDK declares it, the server
+        // leaves it out; nobody's code broke.
+        let newer = "usage.input_tokens_details.cache_write_tokens: Field required";
+        assert_eq!(letter(&[newer]), Grade::Spec);
+        assert_eq!(
+            letter(&["usage.input_tokens: Input should be a valid integer"]),
+            Grade::Fail
+        );
     }
 
     #[test]

@@ -86,22 +86,17 @@ def text(value, limit=300):
     return s if len(s) <= limit else s[:limit] + "..."
 
 
-def rejected(sdk_type, objects):
+def rejected(objects):
     """Where the values the SDK hands its user (its objects as built,
     after its own coercions: it builds them without validating) break the
-    types it declares for them (pydantic, strict): a required field
+    type it declares for each (pydantic, strict): a required field
     missing, a string where an integer is declared, a value off a
     literal."""
     found = []
-    validate = (
-        sdk_type.validate_json
-        if isinstance(sdk_type, pydantic.TypeAdapter)
-        else sdk_type.model_validate_json
-    )
     for obj in objects:
         as_built = obj.model_dump_json(exclude_unset=True, warnings=False)
         try:
-            validate(as_built, strict=True)
+            type(obj).model_validate_json(as_built, strict=True)
         except pydantic.ValidationError as e:
             for err in e.errors():
                 loc = ".".join(str(p) for p in err["loc"])
@@ -176,7 +171,7 @@ def openai_call(client, ex):
     if path == "/v1/chat/completions":
         if not stream:
             c = client.post(path, body=req, cast_to=ChatCompletion)
-            return "chat.completions.create", chat_view(c), rejected(ChatCompletion, [c])
+            return "chat.completions.create", chat_view(c), rejected([c])
         chunks = list(
             client.post(
                 path,
@@ -192,13 +187,13 @@ def openai_call(client, ex):
             state.handle_chunk(chunk)
         return "chat.completions.stream", chat_view(
             state.get_final_completion()
-        ), rejected(ChatCompletionChunk, chunks)
+        ), rejected(chunks)
     if path == "/v1/completions":
         if not stream:
             c = client.post(path, body=req, cast_to=Completion)
             view = {"content": c.choices[0].text, "finish_reason": c.choices[0].finish_reason,
                     "usage": c.usage.to_dict() if c.usage else None}
-            return "completions.create", view, rejected(Completion, [c])
+            return "completions.create", view, rejected([c])
         parts, finish, usage = [], None, None
         chunks = list(client.post(path, body=req, cast_to=Completion, stream=True,
                                   stream_cls=openai.Stream[Completion]))
@@ -208,11 +203,11 @@ def openai_call(client, ex):
                 finish = choice.finish_reason or finish
             usage = c.usage.to_dict() if c.usage else usage
         view = {"content": "".join(parts), "finish_reason": finish, "usage": usage}
-        return "completions.create(stream)", view, rejected(Completion, chunks)
+        return "completions.create(stream)", view, rejected(chunks)
     if path == "/v1/responses":
         if not stream:
             r = client.post(path, body=req, cast_to=Response)
-            return "responses.create", responses_view(r), rejected(Response, [r])
+            return "responses.create", responses_view(r), rejected([r])
         tools = (req or {}).get("tools") if isinstance(req, dict) else None
         state = ResponseStreamState(input_tools=tools or openai.omit, text_format=openai.omit)
         final = None
@@ -224,9 +219,7 @@ def openai_call(client, ex):
                 final = event.response
         if final is None:
             raise RuntimeError("the stream ended without response.completed")
-        return "responses.stream", responses_view(final), rejected(
-            pydantic.TypeAdapter(ResponseStreamEvent), events
-        )
+        return "responses.stream", responses_view(final), rejected(events)
     return None
 
 
@@ -239,7 +232,7 @@ def anthropic_call(client, ex):
         return None
     if not stream:
         m = client.post(path, body=req, cast_to=Message)
-        return "messages.create", messages_view(m), rejected(Message, [m])
+        return "messages.create", messages_view(m), rejected([m])
     snapshot, bufs = None, {}
     events = list(client.post(path, body=req, cast_to=Message, stream=True,
                               stream_cls=anthropic.Stream[RawMessageStreamEvent]))
@@ -247,9 +240,7 @@ def anthropic_call(client, ex):
         snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=bufs)
     if snapshot is None:
         raise RuntimeError("the stream ended without message_start")
-    return "messages.stream", messages_view(snapshot), rejected(
-        pydantic.TypeAdapter(RawMessageStreamEvent), events
-    )
+    return "messages.stream", messages_view(snapshot), rejected(events)
 
 
 def raised(e, sdk):
