@@ -1,7 +1,13 @@
-// AffineQmm: an MLX primitive (MLX's documented custom-extension route)
-// computing x · Wᵀ for affine-quantized W with the kernels of qmm_affine.h,
-// so a graph keeps its weights packed on the CPU backend instead of
-// dequantizing them at load.
+// afm's MLX CPU primitives (MLX's documented custom-extension route), one
+// class per operation with the function that builds it into a graph:
+//   AffineQmm, GatherAffineQmm  x · Wᵀ for affine-quantized W (and per routed
+//                               expert), kernels of qmm_affine.h: weights stay
+//                               packed on the CPU backend, not dequantized at load
+//   EmbeddingRows               a packed embedding's rows for the given ids
+//   Attention                   attention over the batch KV store in place
+//   GatedActivation             SwiGLU/GeGLU over the fused gate-and-up product
+//   DeltaNet                    a chunk's Gated DeltaNet recurrence
+//   DecoderLayer                a whole layer over the above: one op per layer
 //
 // Built against the MLX headers and libmlx of one exact MLX version: the
 // Primitive ABI (vtable layout, array internals) is not stable across MLX

@@ -5,7 +5,7 @@
 //!
 //! A run reads one way down: [`run`] (a conformance or bench run, its
 //! target chosen once) -> [`server`] and the capability probes of
-//! [`suite`] -> [`runner`] or [`bench`] -> the checks -> [`report`]. The
+//! [`suite`] -> [`run::conformance::cases`] or [`bench`] -> the checks -> [`report`]. The
 //! folders and what each holds: `docs/architecture.md`.
 
 pub mod bench;
@@ -17,7 +17,6 @@ pub mod protocol;
 pub mod report;
 pub mod run;
 pub mod run_info;
-pub mod runner;
 pub mod server;
 pub mod soak;
 pub mod suite;

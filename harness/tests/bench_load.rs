@@ -15,10 +15,11 @@ use afm_harness::bench::dataset::synthetic::Vocabulary;
 use afm_harness::bench::dataset::{Dataset, Source};
 use afm_harness::bench::goodput::Slo;
 use afm_harness::bench::load::Player;
-use afm_harness::bench::request::{Endpoint, RequestSettings};
+use afm_harness::bench::request::RequestSettings;
 use afm_harness::bench::results::LevelResult;
 use afm_harness::bench::server_metrics;
 use afm_harness::bench::tokens::TokenCounter;
+use afm_harness::protocol::endpoint::Endpoint;
 use afm_harness::server::Target;
 use serde_json::json;
 

@@ -11,7 +11,7 @@
 //! this test refuses too.
 
 use afm_harness::report::{CaseResult, Status};
-use afm_harness::runner::{self, RunOptions};
+use afm_harness::run::conformance::cases::{self, RunOptions};
 use afm_harness::server::Target;
 use afm_harness::suite::capabilities::Capabilities;
 use afm_harness::suite::{load_dir, Selection, Tier};
@@ -31,7 +31,7 @@ async fn run(template: Option<&str>, selection: Selection) -> Vec<CaseResult> {
         Target::start_in_process(&fixture("fixtures/models/planted/gemma4"), &flags, None).unwrap();
     let sections =
         load_dir(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites")).unwrap();
-    let nonce = runner::run_nonce();
+    let nonce = cases::run_nonce();
     let capabilities = Capabilities::default()
         .probe(&target, &format!("{nonce:x}"))
         .await;
@@ -43,7 +43,7 @@ async fn run(template: Option<&str>, selection: Selection) -> Vec<CaseResult> {
         nonce,
         clients: None,
     };
-    runner::run(&target, &sections, &capabilities, &options, |_| {}).await
+    cases::run(&target, &sections, &capabilities, &options, |_| {}).await
 }
 
 async fn all_pass(template: Option<&str>) {

@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use afm_harness::report::diff::{Change, Diff, Options};
 use afm_harness::report::known_failures::KnownFailures;
 use afm_harness::report::{CaseResult, Report, RunInfo, Status};
-use afm_harness::runner::{self, RunOptions};
+use afm_harness::run::conformance::cases::{self, RunOptions};
 use afm_harness::server::Target;
 use afm_harness::suite::capabilities::{self, Capabilities};
 use afm_harness::suite::{Section, Selection, Tier};
@@ -144,10 +144,10 @@ async fn run(
         concurrency: 1,
         strict: false,
         seed,
-        nonce: runner::run_nonce(),
+        nonce: cases::run_nonce(),
         clients: None,
     };
-    runner::run(&target, sections, &all_capabilities(), &options, |_| {}).await
+    cases::run(&target, sections, &all_capabilities(), &options, |_| {}).await
 }
 
 fn failing(results: &[CaseResult]) -> BTreeSet<String> {

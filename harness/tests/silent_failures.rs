@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use afm_harness::report::{CaseResult, Report, RunInfo, Status};
-use afm_harness::runner::{self, RunOptions};
+use afm_harness::run::conformance::cases::{self, RunOptions};
 use afm_harness::server::Target;
 use afm_harness::suite::capabilities::{Capabilities, State};
 use afm_harness::suite::{Section, Selection, Tier};
@@ -59,7 +59,7 @@ const EXPECTATIONS: [Expectation; 3] = [
 /// Probes `base` as `afm-test run` does, then runs one section.
 async fn run(base: &str, sections: &[Section], section: &str) -> (Capabilities, Vec<CaseResult>) {
     let target = Target::http(base, None);
-    let nonce = runner::run_nonce();
+    let nonce = cases::run_nonce();
     let caps = Capabilities::detect(&target, &format!("{nonce:x}")).await;
     let options = RunOptions {
         selection: Selection {
@@ -73,7 +73,7 @@ async fn run(base: &str, sections: &[Section], section: &str) -> (Capabilities, 
         nonce,
         clients: None,
     };
-    let results = runner::run(&target, sections, &caps, &options, |_| {}).await;
+    let results = cases::run(&target, sections, &caps, &options, |_| {}).await;
     (caps, results)
 }
 

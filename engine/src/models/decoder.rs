@@ -10,11 +10,11 @@ use mlx_rs::Array;
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
 use super::forward::{BatchItem, ForwardContext};
-use super::fused_layer::{self, FusedLayer, LayerNorms};
 use super::gated_delta_net::GatedDeltaNet;
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
+use super::layer_op::{self, LayerNorms, LayerOp};
 use super::lm_head;
 use super::self_attention::SelfAttention;
 use super::sparse_moe::experts_refuse_batch_invariance;
@@ -46,7 +46,7 @@ struct Layer {
     post_norm: Array,
     ffn: Box<dyn FeedForward>,
     /// The layer as one op, where the CPU primitive runs it.
-    fused: Option<FusedLayer>,
+    one_op: Option<LayerOp>,
 }
 
 pub struct Decoder {
@@ -132,9 +132,9 @@ impl Decoder {
                     ffn_out: None,
                     eps: config.rms_norm_eps,
                 };
-                let fused = match &mixer {
-                    Mixer::Attention(a) => FusedLayer::new(norms, a, ffn.as_ref()),
-                    Mixer::Recurrent(r) => FusedLayer::recurrent(norms, r, ffn.as_ref()),
+                let one_op = match &mixer {
+                    Mixer::Attention(a) => LayerOp::new(norms, a, ffn.as_ref()),
+                    Mixer::Recurrent(r) => LayerOp::recurrent(norms, r, ffn.as_ref()),
                 };
                 Ok(Layer {
                     input_norm,
@@ -142,12 +142,12 @@ impl Decoder {
                     kind_index,
                     post_norm,
                     ffn,
-                    fused,
+                    one_op,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        fused_layer::log_coverage(
-            layers.iter().filter(|l| l.fused.is_some()).count(),
+        layer_op::log_coverage(
+            layers.iter().filter(|l| l.one_op.is_some()).count(),
             layers.len(),
         );
         let embed = weights.embedding("model.embed_tokens")?;
@@ -200,8 +200,8 @@ impl CausalLm for Decoder {
         let mut h = self.embed.lookup(&ctx.token_ids())?;
         let rows = ctx.layer_rows();
         for layer in &self.layers {
-            if let Some(fused) = &layer.fused {
-                h = fused.forward(&mut ctx, layer.kind_index, &h, &rows, None)?;
+            if let Some(one_op) = &layer.one_op {
+                h = one_op.forward(&mut ctx, layer.kind_index, &h, &rows, None)?;
                 continue;
             }
             let x = rms_norm(&h, Some(&layer.input_norm), eps)?;

@@ -24,7 +24,7 @@ pub trait FeedForward {
     }
 
     /// The block's parts when a whole-layer primitive can run it
-    /// (`models::fused_layer`): a plain gated MLP, or routed experts kept
+    /// (`models::layer_op`): a plain gated MLP, or routed experts kept
     /// packed; `None` for any other.
     fn layer_parts(&self) -> Option<LayerParts<'_>> {
         None

@@ -11,7 +11,7 @@
 //!
 //! On the CPU the recurrence of a chunk is one op, afm's primitive
 //! ([`cpu::delta_net`]), and with packed weights the whole layer is one
-//! (`models::fused_layer`); elsewhere (Metal, `AFM_LAYER=off`) it runs as MLX
+//! (`models::layer_op`); elsewhere (Metal, `AFM_LAYER=off`) it runs as MLX
 //! ops, one set per token of a chunk (as mlx-lm's CPU path does): a decode
 //! step costs one set for the whole decode group; a prefill chunk of `l`
 //! tokens costs `l` sets.
@@ -106,7 +106,7 @@ pub enum Projections {
     Separate,
 }
 
-/// A mixer as a whole-layer primitive takes it (`models::fused_layer`).
+/// A mixer as a whole-layer primitive takes it (`models::layer_op`).
 pub struct DeltaNetParts<'a> {
     /// q, k, v, z, b and a as one product.
     pub input: &'a FusedLinear,

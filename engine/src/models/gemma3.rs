@@ -10,10 +10,10 @@ use mlx_rs::Array;
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
 use super::forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
-use super::fused_layer::{self, FusedLayer, LayerNorms};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
+use super::layer_op::{self, LayerNorms, LayerOp};
 use super::lm_head;
 use super::self_attention::SelfAttention;
 use crate::error::{EngineError, Result};
@@ -95,7 +95,7 @@ struct Layer {
     mlp: GatedMlp,
     post_feedforward_norm: Array,
     /// The layer as one op, where the CPU primitive runs it.
-    fused: Option<FusedLayer>,
+    one_op: Option<LayerOp>,
 }
 
 pub struct Gemma3 {
@@ -155,7 +155,7 @@ impl Gemma3 {
                     pre_feedforward_norm: norm("pre_feedforward_layernorm")?,
                     mlp: GatedMlp::load(weights, &format!("{p}.mlp"), Activation::GeluTanh)?,
                     post_feedforward_norm: norm("post_feedforward_layernorm")?,
-                    fused: None,
+                    one_op: None,
                 };
                 let norms = LayerNorms {
                     attn: &layer.input_norm,
@@ -164,12 +164,12 @@ impl Gemma3 {
                     ffn_out: Some(&layer.post_feedforward_norm),
                     eps: config.rms_norm_eps,
                 };
-                layer.fused = FusedLayer::new(norms, &layer.attention, &layer.mlp);
+                layer.one_op = LayerOp::new(norms, &layer.attention, &layer.mlp);
                 Ok(layer)
             })
             .collect::<Result<Vec<_>>>()?;
-        fused_layer::log_coverage(
-            layers.iter().filter(|l| l.fused.is_some()).count(),
+        layer_op::log_coverage(
+            layers.iter().filter(|l| l.one_op.is_some()).count(),
             layers.len(),
         );
         let embed = weights.embedding("model.embed_tokens")?;
@@ -227,8 +227,8 @@ impl CausalLm for Gemma3 {
             .multiply(&self.embed_scale)?;
         let rows = ctx.layer_rows();
         for (i, l) in self.layers.iter().enumerate() {
-            if let Some(fused) = &l.fused {
-                h = fused.forward(&mut ctx, i, &h, &rows, None)?;
+            if let Some(one_op) = &l.one_op {
+                h = one_op.forward(&mut ctx, i, &h, &rows, None)?;
                 continue;
             }
             let a = l

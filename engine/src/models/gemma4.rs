@@ -11,7 +11,7 @@
 //! scale by `w` (not Gemma 3's `1 + w`), four per block; the embedding is
 //! scaled by `sqrt(hidden)`; logits are soft-capped. The 26B-A4B MoE runs
 //! a dense GeGLU MLP and routed GeGLU experts side by side. With packed
-//! weights on the CPU every layer is one op (`FusedLayer::gemma4`: all of
+//! weights on the CPU every layer is one op (`LayerOp::gemma4`: all of
 //! the above from the input norm to the layer scalar).
 
 use mlx_rs::fast::rms_norm;
@@ -22,12 +22,10 @@ use mlx_rs::Array;
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
 use super::forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
-use super::fused_layer::{
-    self, FusedLayer, Gemma4MoeParts, Gemma4Parts, LayerNorms, PerLayerParts,
-};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
+use super::layer_op::{self, Gemma4MoeParts, Gemma4Parts, LayerNorms, LayerOp, PerLayerParts};
 use super::lm_head;
 use super::self_attention::SelfAttention;
 use super::sparse_moe::{experts_refuse_batch_invariance, ExpertStack};
@@ -147,7 +145,7 @@ struct Layer {
     input: Option<LayerInput>,
     scalar: Array,
     /// The layer as one op, where the CPU primitive runs it.
-    fused: Option<FusedLayer>,
+    one_op: Option<LayerOp>,
 }
 
 impl Layer {
@@ -178,7 +176,7 @@ impl Layer {
             }),
             scalar: &self.scalar,
         };
-        self.fused = FusedLayer::gemma4(norms, &self.attention, mlp, end);
+        self.one_op = LayerOp::gemma4(norms, &self.attention, mlp, end);
     }
 }
 
@@ -350,13 +348,13 @@ impl Gemma4 {
                 post_feedforward_norm: w("post_feedforward_layernorm")?,
                 input,
                 scalar: weights.dense(&format!("{p}.layer_scalar"))?,
-                fused: None,
+                one_op: None,
             };
             layer.fuse(i, eps);
             layers.push(layer);
         }
-        fused_layer::log_coverage(
-            layers.iter().filter(|l| l.fused.is_some()).count(),
+        layer_op::log_coverage(
+            layers.iter().filter(|l| l.one_op.is_some()).count(),
             layers.len(),
         );
         // Attention layer `i` is layer `i`: owners are layer indices.
@@ -556,8 +554,8 @@ impl CausalLm for Gemma4 {
         let inputs = self.per_layer_inputs(&ctx, &ids, &h)?;
         let rows = ctx.layer_rows();
         for (i, layer) in self.layers.iter().enumerate() {
-            if let Some(fused) = &layer.fused {
-                h = fused.forward(&mut ctx, i, &h, &rows, inputs.as_ref())?;
+            if let Some(one_op) = &layer.one_op {
+                h = one_op.forward(&mut ctx, i, &h, &rows, inputs.as_ref())?;
                 continue;
             }
             let x = norm(&h, &layer.input_norm)?;

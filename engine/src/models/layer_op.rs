@@ -61,7 +61,7 @@ pub struct PerLayerParts<'a> {
     pub index: usize,
 }
 
-pub struct FusedLayer {
+pub struct LayerOp {
     /// The primitive's inputs after `h` and the store, in its order, up to
     /// the per-layer inputs (which come with each pass).
     weights: Vec<Array>,
@@ -149,7 +149,7 @@ fn formats(packed: &[&QuantizedWeight]) -> Vec<Format> {
         .collect()
 }
 
-impl FusedLayer {
+impl LayerOp {
     /// The layer's one-op form, or `None` where the primitive does not run
     /// it (the layer then stays MLX ops).
     pub fn new(
@@ -262,7 +262,7 @@ impl FusedLayer {
                 .map(Array::clone),
             );
         }
-        Some(FusedLayer {
+        Some(LayerOp {
             weights,
             end_weights,
             config,
@@ -317,7 +317,7 @@ impl FusedLayer {
             act: ff.act,
             gemma4: Gemma4::default(),
         };
-        Some(FusedLayer {
+        Some(LayerOp {
             weights: inputs(&norms, &packed, extra)?,
             end_weights: Vec::new(),
             config,
@@ -343,7 +343,7 @@ impl FusedLayer {
         };
         if self.config.gemma4.per_layer.is_some() != per_layer.is_some() {
             return Err(crate::error::EngineError::Internal(
-                "a fused layer takes per-layer inputs exactly when built with them".into(),
+                "a one-op layer takes per-layer inputs exactly when built with them".into(),
             ));
         }
         let run = |a: &Array, b: &Array| {
@@ -368,8 +368,8 @@ fn one(lin: &FusedLinear) -> Option<&QuantizedWeight> {
 
 /// Logs how many of a model's layers run as one op (a model whose weights
 /// the primitive does not take keeps its layers as ops, silently otherwise).
-pub fn log_coverage(fused: usize, layers: usize) {
+pub fn log_coverage(one_op: usize, layers: usize) {
     if cpu::layer::path().is_primitive() {
-        tracing::info!("decoder layers as one CPU op: {fused} of {layers}");
+        tracing::info!("decoder layers as one CPU op: {one_op} of {layers}");
     }
 }

@@ -69,7 +69,7 @@ pub struct BenchRun {
     pub tolerated: Vec<String>,
     /// The reply cap and the request time limit.
     #[serde(default)]
-    pub reply_limits: Option<crate::run::target::ReplyLimits>,
+    pub reply_limits: Option<crate::server::ReplyLimits>,
 }
 
 /// The highest load level whose correct goodput share met the target.

@@ -5,26 +5,7 @@
 
 use serde_json::{json, Value};
 
-/// The API of a request, by its path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    Chat,
-    Completions,
-    Messages,
-    Responses,
-}
-
-impl Api {
-    pub fn of_path(path: &str) -> Option<Api> {
-        match path {
-            "/v1/chat/completions" => Some(Api::Chat),
-            "/v1/completions" => Some(Api::Completions),
-            "/v1/messages" => Some(Api::Messages),
-            "/v1/responses" => Some(Api::Responses),
-            _ => None,
-        }
-    }
-}
+use crate::protocol::endpoint::Endpoint;
 
 /// One SSE event and the token it is due with: an event carrying token k
 /// is due when token k is; bookkeeping before the first token goes with
@@ -39,7 +20,7 @@ pub struct Frame {
 
 /// What a reply is, whatever its shape.
 pub struct Reply<'a> {
-    pub api: Api,
+    pub endpoint: Endpoint,
     pub id: &'a str,
     pub model: &'a str,
     pub pieces: &'a [String],
@@ -82,9 +63,9 @@ impl Reply<'_> {
                 due_with,
             });
         };
-        match self.api {
-            Api::Chat | Api::Completions => {
-                let chat = self.api == Api::Chat;
+        match self.endpoint {
+            Endpoint::Chat | Endpoint::Completions => {
+                let chat = self.endpoint == Endpoint::Chat;
                 let object = if chat {
                     "chat.completion.chunk"
                 } else {
@@ -133,7 +114,7 @@ impl Reply<'_> {
                     due_with: last,
                 });
             }
-            Api::Messages => {
+            Endpoint::Messages => {
                 let stop = if self.cut { "max_tokens" } else { "end_turn" };
                 push(
                     json!({"type": "message_start", "message": {"id": self.id, "type": "message",
@@ -181,7 +162,7 @@ impl Reply<'_> {
                     last,
                 );
             }
-            Api::Responses => {
+            Endpoint::Responses => {
                 let item_id = format!("msg_{}", self.id);
                 let mut seq = 0u64;
                 let mut event = |mut v: Value, token: Option<usize>, due_with: usize| {
@@ -271,22 +252,22 @@ impl Reply<'_> {
     /// The reply of a request that did not stream.
     pub fn whole(&self) -> Value {
         let text = self.text();
-        match self.api {
-            Api::Chat => json!({"id": self.id, "object": "chat.completion", "created": 0,
+        match self.endpoint {
+            Endpoint::Chat => json!({"id": self.id, "object": "chat.completion", "created": 0,
                 "model": self.model, "choices": [{"index": 0,
                 "message": {"role": "assistant", "content": text},
                 "finish_reason": if self.cut { "length" } else { "stop" }}],
                 "usage": self.usage_openai()}),
-            Api::Completions => json!({"id": self.id, "object": "text_completion",
+            Endpoint::Completions => json!({"id": self.id, "object": "text_completion",
                 "created": 0, "model": self.model, "choices": [{"index": 0, "text": text,
                 "logprobs": null, "finish_reason": if self.cut { "length" } else { "stop" }}],
                 "usage": self.usage_openai()}),
-            Api::Messages => json!({"id": self.id, "type": "message", "role": "assistant",
+            Endpoint::Messages => json!({"id": self.id, "type": "message", "role": "assistant",
                 "model": self.model, "content": [{"type": "text", "text": text}],
                 "stop_reason": if self.cut { "max_tokens" } else { "end_turn" },
                 "stop_sequence": null,
                 "usage": {"input_tokens": self.prompt_tokens, "output_tokens": self.pieces.len()}}),
-            Api::Responses => {
+            Endpoint::Responses => {
                 let mut r = json!({"id": self.id, "object": "response", "created_at": 0,
                     "status": if self.cut { "incomplete" } else { "completed" },
                     "model": self.model, "output": [{"id": format!("msg_{}", self.id),

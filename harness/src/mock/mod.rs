@@ -33,9 +33,10 @@ use rand::SeedableRng as _;
 use serde_json::{json, Value};
 
 use self::delay::Spread;
-use self::events::{Api, Reply};
+use self::events::Reply;
 use self::faults::Fault;
 use self::record::{MockRecord, RequestRecord};
+use crate::protocol::endpoint::Endpoint;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct MockArgs {
@@ -247,9 +248,9 @@ async fn reset(State(m): State<Arc<Mock>>) -> StatusCode {
 }
 
 /// The protocol's error body.
-fn error(api: Api, status: StatusCode, message: &str) -> Response {
-    let body = match api {
-        Api::Messages => json!({"type": "error",
+fn error(endpoint: Endpoint, status: StatusCode, message: &str) -> Response {
+    let body = match endpoint {
+        Endpoint::Messages => json!({"type": "error",
             "error": {"type": "invalid_request_error", "message": message}}),
         _ => json!({"error": {"message": message, "type": "invalid_request_error",
             "param": null, "code": null}}),
@@ -281,13 +282,13 @@ impl Mock {
 
 async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response {
     let received = Instant::now();
-    let api = Api::of_path(uri.path()).expect("a generation route");
+    let endpoint = Endpoint::of_path(uri.path()).expect("a generation route");
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
-        return error(api, StatusCode::BAD_REQUEST, "the body is not JSON");
+        return error(endpoint, StatusCode::BAD_REQUEST, "the body is not JSON");
     };
     if !request.is_object() {
         return error(
-            api,
+            endpoint,
             StatusCode::BAD_REQUEST,
             "the body is not a JSON object",
         );
@@ -376,7 +377,7 @@ async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response
         == Some(true);
     let reply_id = format!("mock-{id}");
     let mut reply = Reply {
-        api,
+        endpoint,
         id: &reply_id,
         model: &m.args.model,
         pieces: &pieces,

@@ -3,6 +3,7 @@
 //! vendors' published reply schemas ([`spec_schemas`]).
 
 pub mod dialect;
+pub mod endpoint;
 pub mod exchange;
 pub mod reply;
 pub mod spec_schemas;

@@ -207,7 +207,7 @@ pub struct RunInfo {
     pub capabilities: Capabilities,
     /// The reply cap and the request time limit.
     #[serde(default)]
-    pub reply_limits: Option<crate::run::target::ReplyLimits>,
+    pub reply_limits: Option<crate::server::ReplyLimits>,
     /// The official clients that graded the run (`--clients`), with
     /// their versions; none: the checks' rules alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]

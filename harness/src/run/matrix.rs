@@ -9,10 +9,11 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use super::conformance::{self, ConformanceArgs};
+use super::plan::MatrixFile;
 use super::target::TargetArgs;
 use super::Observer;
 use crate::report::known_failures::KnownFailures;
-use crate::report::matrix::{Matrix, MatrixFile};
+use crate::report::matrix::Matrix;
 use crate::report::{compatibility, html, write_text, Report};
 use crate::suite::Tier;
 

@@ -8,6 +8,7 @@
 pub mod bench;
 pub mod conformance;
 pub mod matrix;
+pub mod plan;
 pub mod target;
 
 use crate::report::CaseResult;

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::server::process::ServerProcess;
-use crate::server::Target;
+use crate::server::{ReplyLimits, Target, REPLY_CAP};
 
 /// Where a run's requests go.
 #[derive(Args, Clone, Debug)]
@@ -63,21 +63,10 @@ impl TargetArgs {
     /// The limits every reply was read under, for the report.
     pub fn reply_limits(&self) -> ReplyLimits {
         ReplyLimits {
-            cap_mib: crate::server::REPLY_CAP >> 20,
+            cap_mib: REPLY_CAP >> 20,
             request_timeout_s: self.request_timeout,
         }
     }
-}
-
-/// What the harness reads of one reply at most: a reply past either is
-/// an error that names it (a broken server never hangs or exhausts the
-/// harness). In both tools' reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ReplyLimits {
-    /// Bytes of one reply, in MiB.
-    pub cap_mib: usize,
-    /// Headers to last byte, in seconds.
-    pub request_timeout_s: u64,
 }
 
 /// The bundled model: the in-process engine's default.

@@ -296,6 +296,17 @@ pub const REQUEST_TIME_LIMIT: std::time::Duration = std::time::Duration::from_se
 /// and named, so a broken server cannot exhaust the harness's memory.
 pub const REPLY_CAP: usize = 64 << 20;
 
+/// What the harness reads of one reply at most: a reply past either is
+/// an error that names it (a broken server never hangs or exhausts the
+/// harness). In both tools' reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplyLimits {
+    /// Bytes of one reply, in MiB.
+    pub cap_mib: usize,
+    /// Headers to last byte, in seconds.
+    pub request_timeout_s: u64,
+}
+
 fn http_client(idle_per_host: usize, limit: std::time::Duration) -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(limit)

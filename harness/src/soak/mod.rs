@@ -33,7 +33,7 @@ use serde::Serialize;
 use crate::bench::stats::percentile;
 use crate::hostile::watch::{self, ProcessSample};
 use crate::hostile::ServerFlags;
-use traffic::{Client, Kind, Outcome};
+use traffic::{Client, Ending, Kind};
 
 /// `afm-bench soak`'s flags.
 #[derive(clap::Args, Debug, Clone)]
@@ -68,7 +68,7 @@ pub struct SoakArgs {
 
 /// One reading.
 #[derive(Debug, Clone, Serialize)]
-pub struct Sample {
+pub struct Reading {
     pub at_s: f64,
     pub server: Option<ProcessSample>,
     /// Requests that ended in the period, by outcome.
@@ -125,7 +125,7 @@ pub struct SoakReport {
     pub outcomes: BTreeMap<String, usize>,
     /// The first few broken connections and 5xx, in a few words each.
     pub examples: Vec<String>,
-    pub samples: Vec<Sample>,
+    pub samples: Vec<Reading>,
     pub spans: Vec<Span>,
     pub verdict: Verdict,
 }
@@ -133,7 +133,7 @@ pub struct SoakReport {
 struct Ended {
     at: Instant,
     kind: Kind,
-    outcome: Outcome,
+    outcome: Ending,
 }
 
 /// Runs the soak and judges it.
@@ -188,12 +188,12 @@ pub async fn run(args: &SoakArgs, note: impl Fn(&str)) -> Result<SoakReport> {
         let mut ms: Vec<f64> = fresh
             .iter()
             .filter_map(|e| match e.outcome {
-                Outcome::Status(200, d) => Some(d.as_secs_f64() * 1e3),
+                Ending::Status(200, d) => Some(d.as_secs_f64() * 1e3),
                 _ => None,
             })
             .collect();
         ms.sort_by(f64::total_cmp);
-        let sample = Sample {
+        let sample = Reading {
             at_s: started.elapsed().as_secs_f64(),
             server: args.server_pid.and_then(watch::sample),
             ended: fresh.len(),
@@ -249,7 +249,7 @@ fn judge(
     started: Instant,
     seconds: f64,
     all: &[Ended],
-    samples: Vec<Sample>,
+    samples: Vec<Reading>,
 ) -> SoakReport {
     let at = |e: &Ended| e.at.duration_since(started).as_secs_f64();
     let mut outcomes = BTreeMap::new();
@@ -257,19 +257,19 @@ fn judge(
     let (mut server_errors, mut broken) = (0, 0);
     for e in all {
         let label = match &e.outcome {
-            Outcome::Status(s, _) => format!("{s}"),
-            Outcome::Left => "left by the client".into(),
-            Outcome::Broken(_) => "broken".into(),
+            Ending::Status(s, _) => format!("{s}"),
+            Ending::Left => "left by the client".into(),
+            Ending::Broken(_) => "broken".into(),
         };
         *outcomes
             .entry(format!("{} {label}", kind_name(e.kind)))
             .or_insert(0) += 1;
         let bad = match &e.outcome {
-            Outcome::Status(s, _) if *s >= 500 => {
+            Ending::Status(s, _) if *s >= 500 => {
                 server_errors += 1;
                 Some(format!("{}: {s}", kind_name(e.kind)))
             }
-            Outcome::Broken(why) => {
+            Ending::Broken(why) => {
                 broken += 1;
                 Some(format!("{}: {why}", kind_name(e.kind)))
             }
@@ -280,9 +280,9 @@ fn judge(
         }
     }
     let warmup = args.warmup.min(seconds / 2.0);
-    let measured: Vec<&Sample> = samples.iter().filter(|s| s.at_s > warmup).collect();
+    let measured: Vec<&Reading> = samples.iter().filter(|s| s.at_s > warmup).collect();
     let third = (seconds - warmup) / 3.0;
-    let in_third = |s: &&Sample, k: f64| {
+    let in_third = |s: &&Reading, k: f64| {
         s.at_s > warmup + k * third && s.at_s <= warmup + (k + 1.0) * third + 1e-9
     };
     let latencies_in = |from: f64, to: f64| {
@@ -290,7 +290,7 @@ fn judge(
             .iter()
             .filter(|e| at(e) > from && at(e) <= to)
             .filter_map(|e| match e.outcome {
-                Outcome::Status(200, d) => Some(d.as_secs_f64() * 1e3),
+                Ending::Status(200, d) => Some(d.as_secs_f64() * 1e3),
                 _ => None,
             })
             .collect();
@@ -360,7 +360,7 @@ fn judge(
     while from < seconds - 1e-6 {
         let to = (from + step).min(seconds);
         let ms = latencies_in(from, to);
-        let in_span: Vec<&Sample> = samples
+        let in_span: Vec<&Reading> = samples
             .iter()
             .filter(|s| s.at_s > from && s.at_s <= to + 1e-9)
             .collect();
@@ -371,7 +371,7 @@ fn judge(
             server_errors: all
                 .iter()
                 .filter(|e| at(e) > from && at(e) <= to)
-                .filter(|e| matches!(e.outcome, Outcome::Status(s, _) if s >= 500))
+                .filter(|e| matches!(e.outcome, Ending::Status(s, _) if s >= 500))
                 .count(),
             p50_ms: p(&ms, 50.0),
             p99_ms: p(&ms, 99.0),

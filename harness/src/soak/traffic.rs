@@ -1,7 +1,7 @@
 //! The soak's mixed traffic: every protocol, streamed and whole, with
 //! grammar, tools, several choices, clients that leave mid-stream or
 //! give up, and bodies broken on purpose. Each request's end is one
-//! [`Outcome`].
+//! [`Ending`].
 
 use std::time::{Duration, Instant};
 
@@ -51,7 +51,7 @@ impl Kind {
 
 /// How one request ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum Ending {
     /// An HTTP status and the time to the reply's end.
     Status(u16, Duration),
     /// The client left on purpose (disconnect, cancel).
@@ -80,7 +80,7 @@ pub struct Client {
 
 impl Client {
     /// Sends one request of `kind` and waits for its end.
-    pub async fn send(&self, kind: Kind, rng: &mut StdRng) -> Outcome {
+    pub async fn send(&self, kind: Kind, rng: &mut StdRng) -> Ending {
         let prompt = PROMPTS[rng.random_range(0..PROMPTS.len())];
         let chat = |extra: Value| {
             let mut body = json!({
@@ -154,21 +154,21 @@ impl Client {
         }
         let resp = match req.send().await {
             Ok(r) => r,
-            Err(e) if kind == Kind::Cancel && e.is_timeout() => return Outcome::Left,
-            Err(e) => return Outcome::Broken(short(&e)),
+            Err(e) if kind == Kind::Cancel && e.is_timeout() => return Ending::Left,
+            Err(e) => return Ending::Broken(short(&e)),
         };
         let status = resp.status().as_u16();
         let mut resp = resp;
         if kind == Kind::Disconnect && status == 200 {
             let _ = resp.chunk().await;
-            return Outcome::Left;
+            return Ending::Left;
         }
         loop {
             match resp.chunk().await {
                 Ok(Some(_)) => {}
-                Ok(None) => return Outcome::Status(status, started.elapsed()),
-                Err(e) if kind == Kind::Cancel && e.is_timeout() => return Outcome::Left,
-                Err(e) => return Outcome::Broken(short(&e)),
+                Ok(None) => return Ending::Status(status, started.elapsed()),
+                Err(e) if kind == Kind::Cancel && e.is_timeout() => return Ending::Left,
+                Err(e) => return Ending::Broken(short(&e)),
             }
         }
     }

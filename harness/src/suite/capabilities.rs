@@ -157,186 +157,209 @@ impl Capabilities {
         Self::default().probe(target, nonce).await
     }
 
-    /// Probes what is not already set (by `--assume` or a profile).
+    /// Probes what is not already set (by `--assume` or a profile), in
+    /// [`ALL`]'s order.
     pub async fn probe(mut self, target: &Target, nonce: &str) -> Capabilities {
-        let wanted = |caps: &Capabilities, name: &str| !caps.found.contains_key(name);
         let chat = target.post(CHAT, &ask(json!({}))).await;
         let chat_ok = chat.status == 200 && chat.body["choices"].is_array();
         self.served_model = chat.body["model"].as_str().map(str::to_string);
-        if wanted(&self, "chat") {
+        for name in ALL {
+            if self.found.contains_key(name) {
+                continue;
+            }
+            if !chat_ok && NEED_CHAT.contains(&name) {
+                // Nothing else can be told apart; every case runs and shows why.
+                self.set(name, State::Broken, "not probed: chat completions fail");
+                continue;
+            }
+            if let Some((state, evidence)) = probe_one(name, target, nonce, &chat, chat_ok).await {
+                self.set(name, state, evidence);
+            }
+        }
+        self
+    }
+}
+
+/// The capabilities a probe can tell apart only when chat works.
+const NEED_CHAT: [&str; 8] = [
+    "streaming",
+    "completions",
+    "logprobs",
+    "tools",
+    "grammar",
+    "reasoning",
+    "prefix_cache",
+    "batch_invariance",
+];
+
+/// One capability's probe: its state and the evidence (`None`: not probed,
+/// as `batch_invariance`, whose cases are the test).
+async fn probe_one(
+    name: &str,
+    target: &Target,
+    nonce: &str,
+    chat: &Exchange,
+    chat_ok: bool,
+) -> Option<(State, String)> {
+    Some(match name {
+        "chat" => {
             let state = if chat_ok {
                 State::Present
             } else {
                 State::Broken
             };
-            self.set("chat", state, outcome(&chat));
+            (state, outcome(chat))
         }
-        if wanted(&self, "messages") {
-            let m = target
-                .post(
-                    "/v1/messages",
-                    &json!({"max_tokens": 8, "messages": [{"role": "user", "content": "Say hello."}]}),
-                )
-                .await;
-            let ok = m.status == 200 && m.body["type"] == "message";
-            self.set("messages", endpoint_state(&m, ok), outcome(&m));
-        }
-        if wanted(&self, "responses") {
-            let r = target
-                .post(
-                    "/v1/responses",
-                    &json!({"input": "Say hello.", "max_output_tokens": 16}),
-                )
-                .await;
-            let ok = r.status == 200 && r.body["object"] == "response";
-            self.set("responses", endpoint_state(&r, ok), outcome(&r));
-        }
-        if wanted(&self, "api_key") {
-            let (state, evidence) = probe_api_key(target).await;
-            self.set("api_key", state, evidence);
-        }
-        if wanted(&self, "cors") {
-            let (state, evidence) = probe_cors(target).await;
-            self.set("cors", state, evidence);
-        }
-        if !chat_ok {
-            // Nothing else can be told apart; every case runs and shows why.
-            for name in ALL.iter().skip(1) {
-                if wanted(&self, name) {
-                    self.set(name, State::Broken, "not probed: chat completions fail");
-                }
-            }
-            return self;
-        }
+        "messages" => probe_messages(target).await,
+        "responses" => probe_responses(target).await,
+        "api_key" => probe_api_key(target).await,
+        "cors" => probe_cors(target).await,
+        "streaming" => probe_streaming(target).await,
+        "completions" => probe_completions(target).await,
+        "logprobs" => probe_logprobs(target).await,
+        "tools" => probe_tools(target).await,
+        "grammar" => probe_grammar(target).await,
+        "reasoning" => probe_reasoning(target).await,
+        "prefix_cache" => probe_prefix_cache(target, nonce).await,
+        _ => return None,
+    })
+}
 
-        if wanted(&self, "streaming") {
-            let s = target.post(CHAT, &ask(json!({"stream": true}))).await;
-            let (state, seen) = if s.status == 200 && !s.chunks.is_empty() {
-                (State::Present, format!("{} chunks", s.chunks.len()))
-            } else {
-                accepted_or_refused(&s, &["stream"], "no SSE chunks")
-            };
-            self.set("streaming", state, format!("{}; {seen}", outcome(&s)));
-        }
+async fn probe_messages(target: &Target) -> (State, String) {
+    let m = target
+        .post(
+            "/v1/messages",
+            &json!({"max_tokens": 8, "messages": [{"role": "user", "content": "Say hello."}]}),
+        )
+        .await;
+    let ok = m.status == 200 && m.body["type"] == "message";
+    (endpoint_state(&m, ok), outcome(&m))
+}
 
-        if wanted(&self, "completions") {
-            let c = target
-                .post(
-                    "/v1/completions",
-                    &json!({"prompt": "Hello", "max_tokens": 4, "temperature": 0}),
-                )
-                .await;
-            let state = if c.status == 200 && c.body["choices"][0]["text"].is_string() {
-                State::Present
-            } else if matches!(c.status, 404 | 405 | 501) {
-                State::Absent
-            } else {
-                State::Broken
-            };
-            self.set("completions", state, outcome(&c));
-        }
+async fn probe_responses(target: &Target) -> (State, String) {
+    let r = target
+        .post(
+            "/v1/responses",
+            &json!({"input": "Say hello.", "max_output_tokens": 16}),
+        )
+        .await;
+    let ok = r.status == 200 && r.body["object"] == "response";
+    (endpoint_state(&r, ok), outcome(&r))
+}
 
-        if wanted(&self, "logprobs") {
-            let lp = target
-                .post(CHAT, &ask(json!({"logprobs": true, "top_logprobs": 2})))
-                .await;
-            let n = Reply::of(&lp).logprobs.len();
-            let (state, seen) = if lp.status == 200 && n > 0 {
-                (State::Present, format!("{n} logprob entries"))
-            } else {
-                accepted_or_refused(&lp, &["logprobs"], "no logprobs in the reply")
-            };
-            self.set("logprobs", state, format!("{}; {seen}", outcome(&lp)));
-        }
+async fn probe_streaming(target: &Target) -> (State, String) {
+    let s = target.post(CHAT, &ask(json!({"stream": true}))).await;
+    let (state, seen) = if s.status == 200 && !s.chunks.is_empty() {
+        (State::Present, format!("{} chunks", s.chunks.len()))
+    } else {
+        accepted_or_refused(&s, &["stream"], "no SSE chunks")
+    };
+    (state, format!("{}; {seen}", outcome(&s)))
+}
 
-        if wanted(&self, "tools") {
-            let t = target.post(CHAT, &forced_tool_call()).await;
-            let n = Reply::of(&t).tool_calls.len();
-            let (state, seen) = if t.status == 200 && n > 0 {
-                (State::Present, format!("{n} tool calls"))
-            } else {
-                accepted_or_refused(
-                    &t,
-                    &["tool"],
-                    "no tool call although tool_choice was required",
-                )
-            };
-            self.set("tools", state, format!("{}; {seen}", outcome(&t)));
-        }
+async fn probe_completions(target: &Target) -> (State, String) {
+    let c = target
+        .post(
+            "/v1/completions",
+            &json!({"prompt": "Hello", "max_tokens": 4, "temperature": 0}),
+        )
+        .await;
+    let ok = c.status == 200 && c.body["choices"][0]["text"].is_string();
+    (endpoint_state(&c, ok), outcome(&c))
+}
 
-        if wanted(&self, "grammar") {
-            let (state, evidence) = probe_grammar(target).await;
-            self.set("grammar", state, evidence);
-        }
+async fn probe_logprobs(target: &Target) -> (State, String) {
+    let lp = target
+        .post(CHAT, &ask(json!({"logprobs": true, "top_logprobs": 2})))
+        .await;
+    let n = Reply::of(&lp).logprobs.len();
+    let (state, seen) = if lp.status == 200 && n > 0 {
+        (State::Present, format!("{n} logprob entries"))
+    } else {
+        accepted_or_refused(&lp, &["logprobs"], "no logprobs in the reply")
+    };
+    (state, format!("{}; {seen}", outcome(&lp)))
+}
 
-        if wanted(&self, "reasoning") {
-            // Thinking asked for by the template switch local servers
-            // pass on (vLLM, llama-server, mlx-lm): a model that thinks only
-            // when asked (Gemma 4) would otherwise look thoughtless and its
-            // reasoning cases would hide as skips. A server that refuses
-            // the field is asked again without it.
-            let mut ask_thinking = json!({"messages": [{"role": "user", "content": "Is 17 a prime number? Think first."}],
-                            "max_tokens": 64, "temperature": 0,
-                            "chat_template_kwargs": {"enable_thinking": true}});
-            let mut r = target.post(CHAT, &ask_thinking).await;
-            if r.status == 400 {
-                ask_thinking
-                    .as_object_mut()
-                    .map(|o| o.remove("chat_template_kwargs"));
-                r = target.post(CHAT, &ask_thinking).await;
-            }
-            let reply = Reply::of(&r);
-            let leaked: Vec<&str> = REASONING_MARKERS
-                .iter()
-                .copied()
-                .filter(|m| reply.content.contains(m))
-                .collect();
-            let (state, seen) = if !reply.reasoning.is_empty() {
-                (
-                    State::Present,
-                    format!("{} bytes of reasoning", reply.reasoning.len()),
-                )
-            } else if !leaked.is_empty() {
-                (
-                    State::Misplaced,
-                    format!("thinking markers {leaked:?} in content"),
-                )
-            } else {
-                (
-                    State::Absent,
-                    "no reasoning and no thinking markers: the model shows no thinking mode".into(),
-                )
-            };
-            self.set("reasoning", state, format!("{}; {seen}", outcome(&r)));
-        }
+async fn probe_tools(target: &Target) -> (State, String) {
+    let t = target.post(CHAT, &forced_tool_call()).await;
+    let n = Reply::of(&t).tool_calls.len();
+    let (state, seen) = if t.status == 200 && n > 0 {
+        (State::Present, format!("{n} tool calls"))
+    } else {
+        accepted_or_refused(
+            &t,
+            &["tool"],
+            "no tool call although tool_choice was required",
+        )
+    };
+    (state, format!("{}; {seen}", outcome(&t)))
+}
 
-        if wanted(&self, "prefix_cache") {
-            let long = json!({"messages": [
-                {"role": "system", "content": format!("Preflight {nonce}. {}", crate::suite::filler::sentences(40))},
-                {"role": "user", "content": "Say hello."}], "max_tokens": 2, "temperature": 0});
-            let _cold = target.post(CHAT, &long).await;
-            let warm = target.post(CHAT, &long).await;
-            let reply = Reply::of(&warm);
-            let prompt = reply.usage_field("prompt_tokens").unwrap_or(0);
-            let (state, seen) = match reply.usage_field("prompt_tokens_details.cached_tokens") {
-                Some(0) => (
-                    State::Ignored,
-                    format!("cached_tokens 0 of {prompt} on a repeated prompt"),
-                ),
-                Some(n) => (
-                    State::Present,
-                    format!("cached_tokens {n} of {prompt} on a repeated prompt"),
-                ),
-                None if warm.status == 200 => (
-                    State::Unreported,
-                    "usage.prompt_tokens_details.cached_tokens is not in the reply".into(),
-                ),
-                None => (State::Broken, "no usable reply".into()),
-            };
-            self.set("prefix_cache", state, format!("{}; {seen}", outcome(&warm)));
-        }
-        self
+/// Thinking asked for by the template switch local servers pass on (vLLM,
+/// llama-server, mlx-lm): a model that thinks only when asked (Gemma 4)
+/// would otherwise look thoughtless and its reasoning cases would hide as
+/// skips. A server that refuses the field is asked again without it.
+async fn probe_reasoning(target: &Target) -> (State, String) {
+    let mut ask_thinking = json!({"messages": [{"role": "user", "content": "Is 17 a prime number? Think first."}],
+                    "max_tokens": 64, "temperature": 0,
+                    "chat_template_kwargs": {"enable_thinking": true}});
+    let mut r = target.post(CHAT, &ask_thinking).await;
+    if r.status == 400 {
+        ask_thinking
+            .as_object_mut()
+            .map(|o| o.remove("chat_template_kwargs"));
+        r = target.post(CHAT, &ask_thinking).await;
     }
+    let reply = Reply::of(&r);
+    let leaked: Vec<&str> = REASONING_MARKERS
+        .iter()
+        .copied()
+        .filter(|m| reply.content.contains(m))
+        .collect();
+    let (state, seen) = if !reply.reasoning.is_empty() {
+        (
+            State::Present,
+            format!("{} bytes of reasoning", reply.reasoning.len()),
+        )
+    } else if !leaked.is_empty() {
+        (
+            State::Misplaced,
+            format!("thinking markers {leaked:?} in content"),
+        )
+    } else {
+        (
+            State::Absent,
+            "no reasoning and no thinking markers: the model shows no thinking mode".into(),
+        )
+    };
+    (state, format!("{}; {seen}", outcome(&r)))
+}
+
+async fn probe_prefix_cache(target: &Target, nonce: &str) -> (State, String) {
+    let long = json!({"messages": [
+        {"role": "system", "content": format!("Preflight {nonce}. {}", crate::suite::filler::sentences(40))},
+        {"role": "user", "content": "Say hello."}], "max_tokens": 2, "temperature": 0});
+    let _cold = target.post(CHAT, &long).await;
+    let warm = target.post(CHAT, &long).await;
+    let reply = Reply::of(&warm);
+    let prompt = reply.usage_field("prompt_tokens").unwrap_or(0);
+    let (state, seen) = match reply.usage_field("prompt_tokens_details.cached_tokens") {
+        Some(0) => (
+            State::Ignored,
+            format!("cached_tokens 0 of {prompt} on a repeated prompt"),
+        ),
+        Some(n) => (
+            State::Present,
+            format!("cached_tokens {n} of {prompt} on a repeated prompt"),
+        ),
+        None if warm.status == 200 => (
+            State::Unreported,
+            "usage.prompt_tokens_details.cached_tokens is not in the reply".into(),
+        ),
+        None => (State::Broken, "no usable reply".into()),
+    };
+    (state, format!("{}; {seen}", outcome(&warm)))
 }
 
 const CHAT: &str = "/v1/chat/completions";

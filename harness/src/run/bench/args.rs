@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use super::scenario::Scenario;
+use super::scenario::BenchScenario;
 use crate::bench::arrivals::{Bound, Ramp, RampStrategy, Shape};
 use crate::bench::dataset::builtin::Prompts;
-use crate::bench::request::Endpoint;
+use crate::protocol::endpoint::Endpoint;
 use crate::run::target::TargetArgs;
 
 /// The check kinds `--tolerate` takes.
@@ -185,7 +185,7 @@ pub struct BenchArgs {
     pub save_requests: bool,
 
     #[arg(long, value_enum, default_value = "sweep")]
-    pub scenario: Scenario,
+    pub scenario: BenchScenario,
     /// In-process engine: batch-invariant mode for every variant.
     #[arg(long)]
     pub deterministic: bool,
@@ -302,7 +302,7 @@ impl BenchArgs {
     /// prefix-cache scenario and short ones otherwise.
     pub fn prompts(&self) -> Prompts {
         self.prompts.clone().unwrap_or(match self.scenario {
-            Scenario::PrefixCache => Prompts::SharedPrefix,
+            BenchScenario::PrefixCache => Prompts::SharedPrefix,
             _ => Prompts::Short,
         })
     }

@@ -6,7 +6,7 @@ use clap::ValueEnum;
 use serde_json::{json, Value};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum Scenario {
+pub enum BenchScenario {
     /// One configuration over the concurrency levels.
     Sweep,
     /// Shared-prefix prompts with the engine's prefix cache on and off
@@ -18,7 +18,7 @@ pub enum Scenario {
     Deterministic,
 }
 
-impl Scenario {
+impl BenchScenario {
     /// Its name as the flag takes it.
     pub fn name(self) -> String {
         self.to_possible_value()
@@ -41,7 +41,7 @@ pub struct VariantSpec {
 /// be switched; `concurrent`: the engine's batch size; `deterministic`:
 /// batch-invariant mode for every variant that does not switch it.
 pub fn variants(
-    scenario: Scenario,
+    scenario: BenchScenario,
     in_process: bool,
     concurrent: usize,
     deterministic: bool,
@@ -72,15 +72,15 @@ pub fn variants(
         extra: json!({}),
     };
     Ok(match scenario {
-        Scenario::Sweep => vec![plain("default", engine(&[]))],
-        Scenario::PrefixCache => {
+        BenchScenario::Sweep => vec![plain("default", engine(&[]))],
+        BenchScenario::PrefixCache => {
             needs_engine("prefix-cache")?;
             vec![
                 plain("prefix cache on", engine(&[])),
                 plain("prefix cache off", engine(&["--no-prefix-caching"])),
             ]
         }
-        Scenario::Grammar => vec![
+        BenchScenario::Grammar => vec![
             plain("grammar off", engine(&[])),
             VariantSpec {
                 name: "grammar on (json_schema)".into(),
@@ -88,7 +88,7 @@ pub fn variants(
                 extra: json!({ "response_format": story_schema() }),
             },
         ],
-        Scenario::Deterministic => {
+        BenchScenario::Deterministic => {
             needs_engine("deterministic")?;
             vec![
                 plain("deterministic off", engine_with(&[], false)),
@@ -126,19 +126,21 @@ mod tests {
 
     #[test]
     fn engine_scenarios_are_refused_against_a_server() {
-        for s in [Scenario::PrefixCache, Scenario::Deterministic] {
+        for s in [BenchScenario::PrefixCache, BenchScenario::Deterministic] {
             let err = variants(s, false, 8, false).unwrap_err().to_string();
             assert!(err.contains("in-process only"), "{err}");
         }
         assert_eq!(
-            variants(Scenario::Grammar, false, 8, false).unwrap().len(),
+            variants(BenchScenario::Grammar, false, 8, false)
+                .unwrap()
+                .len(),
             2
         );
     }
 
     #[test]
     fn the_prefix_cache_scenario_switches_only_the_cache() {
-        let v = variants(Scenario::PrefixCache, true, 16, true).unwrap();
+        let v = variants(BenchScenario::PrefixCache, true, 16, true).unwrap();
         assert_eq!(v[0].engine_flags, ["--concurrent", "16", "--deterministic"]);
         assert_eq!(
             v[1].engine_flags,

@@ -2,6 +2,8 @@
 //! target's capabilities probed first, and the report written (JSON,
 //! HTML, JUnit, Markdown summary) and returned.
 
+pub mod cases;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,9 +20,9 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::report::{write_text, CaseResult, Report, RunInfo};
 use crate::run_info;
-use crate::runner::{self, RunOptions};
 use crate::suite::profile::Profile;
 use crate::suite::{self, Selection, Tier};
+use cases::RunOptions;
 
 /// One conformance run's settings (afm-test's flags).
 #[derive(Args, Clone, Debug)]
@@ -176,7 +178,7 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
     };
 
     // A key, so the security cases check afm-serve's key handling too.
-    let engine_key = format!("afm-test-{:x}", runner::run_nonce());
+    let engine_key = format!("afm-test-{:x}", cases::run_nonce());
     let log = args.out.join("server.log");
     let opened =
         runtime.block_on(
@@ -200,7 +202,7 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
     }
     let target = opened.target.with_routes(&profile.routes);
     let requested_model = target.model().map(str::to_string);
-    let nonce = runner::run_nonce();
+    let nonce = cases::run_nonce();
     observer.note(&format!("{selected} cases against {}", target.describe()));
     // The time limit counts from here: probes and cases.
     let deadline = (args.run_timeout > 0)
@@ -231,17 +233,17 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
     let results = runtime.block_on(async {
         if let Some(why) = stop {
             observer.note(&format!("{why} while probing: writing the report"));
-            return runner::with_not_run(&sections, &options.selection, Vec::new(), &why);
+            return cases::with_not_run(&sections, &options.selection, Vec::new(), &why);
         }
         tokio::select! {
-            results = runner::run(&target, &sections, &capabilities, &options, move |r| {
+            results = cases::run(&target, &sections, &capabilities, &options, move |r| {
                 finished.lock().expect("results").push(r.clone());
                 reporter.case_done(r);
             }) => results,
             why = stopped(deadline, args.run_timeout, &mut signals) => {
                 observer.note(&format!("{why}: writing the report of what ran"));
                 let done = done.lock().expect("results").clone();
-                runner::with_not_run(&sections, &options.selection, done, &why)
+                cases::with_not_run(&sections, &options.selection, done, &why)
             }
         }
     });

@@ -1,0 +1,94 @@
+//! The feature summary at the top of a matrix page, caniuse-style: one
+//! row per section (a feature: tools, reasoning, Messages...), each server
+//! `supported` (every case it ran passes, or deviates only in ways that
+//! are not failures), `partial`, `broken` (every case it ran fails) or
+//! `untested` (it skipped them all), with a one-line note naming what
+//! fails.
+
+use serde::Serialize;
+
+use crate::report::matrix::Matrix;
+use crate::report::Status;
+
+/// One section's support on each server.
+#[derive(Debug, Clone, Serialize)]
+pub struct Feature {
+    pub section: String,
+    pub cells: Vec<Support>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Support {
+    /// supported, partial, broken or untested.
+    pub level: &'static str,
+    /// Cases that hold (pass, or graded apart from failures: spec,
+    /// lenient; degraded counts against full support), of those run.
+    pub held: usize,
+    pub ran: usize,
+    /// e.g. "fails tools.required, tools.parallel (+2)".
+    pub note: String,
+}
+
+/// At most this many failing cases are named in a note.
+const NAMED: usize = 2;
+
+pub fn of(m: &Matrix) -> Vec<Feature> {
+    let mut sections: Vec<&str> = Vec::new();
+    for r in &m.rows {
+        if sections.last() != Some(&r.section.as_str()) {
+            sections.push(&r.section);
+        }
+    }
+    sections
+        .into_iter()
+        .map(|section| Feature {
+            section: section.to_string(),
+            cells: (0..m.columns.len())
+                .map(|k| support(m, section, k))
+                .collect(),
+        })
+        .collect()
+}
+
+fn support(m: &Matrix, section: &str, k: usize) -> Support {
+    let (mut held, mut ran, mut degraded) = (0, 0, 0);
+    let mut failing: Vec<&str> = Vec::new();
+    for r in m.rows.iter().filter(|r| r.section == section) {
+        let Some(Some(cell)) = r.cells.get(k) else {
+            continue;
+        };
+        match cell.status {
+            Status::Skip => continue,
+            Status::Pass | Status::Spec | Status::Lenient => held += 1,
+            Status::Degraded => degraded += 1,
+            Status::Fail | Status::Error => failing.push(&r.id),
+        }
+        ran += 1;
+    }
+    let level = match (ran, failing.len(), degraded) {
+        (0, _, _) => "untested",
+        (_, 0, 0) => "supported",
+        (n, f, 0) if f == n => "broken",
+        _ => "partial",
+    };
+    let mut note = match ran {
+        0 => "every case skipped".to_string(),
+        _ => format!("{held} of {ran} hold"),
+    };
+    if degraded > 0 {
+        note.push_str(&format!("; {degraded} degraded"));
+    }
+    if !failing.is_empty() {
+        let named: Vec<&str> = failing.iter().take(NAMED).copied().collect();
+        note.push_str(&format!("; fails {}", named.join(", ")));
+        if failing.len() > NAMED {
+            note.push_str(&format!(" (+{})", failing.len() - NAMED));
+        }
+    }
+    Support {
+        level,
+        held,
+        ran,
+        note,
+    }
+}
