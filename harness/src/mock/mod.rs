@@ -11,6 +11,7 @@ pub mod delay;
 pub mod events;
 pub mod faults;
 pub mod hostile;
+pub mod plan;
 pub mod proxy;
 pub mod record;
 pub mod reply;
@@ -35,6 +36,7 @@ use serde_json::{json, Value};
 use self::delay::Spread;
 use self::events::Reply;
 use self::faults::Fault;
+use self::plan::Plan;
 use self::record::{MockRecord, RequestRecord};
 use crate::protocol::endpoint::Endpoint;
 
@@ -310,135 +312,67 @@ async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response
         return p.forward(&m, id, received, uri.path(), body, cross).await;
     }
     let mut rng = StdRng::seed_from_u64(m.args.seed ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let prompt = reply::prompt_text(&request);
-    let prompt_tokens = reply::tokens(&prompt).len();
-    let limit = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
-        .iter()
-        .find_map(|k| request[*k].as_u64())
-        .map_or(usize::MAX, |n| n as usize);
-    let wanted = m.args.output_tokens.draw(&mut rng).round().max(1.0) as usize;
-    let schema = reply::schema_of(&request);
-    let (mut pieces, cut) = match schema {
-        Some(s) => (
-            reply::tokens(&reply::spaced_json(&reply::instance(s))),
-            false,
-        ),
-        None => (reply::words(&prompt, wanted.min(limit)), wanted >= limit),
-    };
-    let mut faults = Vec::new();
-    let mut crossed_from = None;
+    let mut plan = Plan::new(&m, &request, &mut rng);
     let other = m.other_in_flight(id);
     // Others in flight see this request's own reply.
     m.in_flight
         .lock()
         .expect("a lock")
-        .insert(id, Arc::new(pieces.clone()));
-    if m.faulted(id, Fault::CrossTalk) {
-        if let Some((k, theirs)) = &other {
-            pieces = theirs.to_vec();
-            crossed_from = Some(*k);
-            faults.push(Fault::CrossTalk.to_string());
-        }
-    }
-    if schema.is_some() && other.is_some() && m.faulted(id, Fault::EmptyStrict) {
-        pieces.clear();
-        faults.push(Fault::EmptyStrict.to_string());
-    }
-    // When each token is due, after arrival.
-    let mut at = Vec::with_capacity(pieces.len());
-    let mut t = m.args.ttft.draw(&mut rng);
-    for k in 0..pieces.len().max(1) {
-        if k > 0 {
-            t += m.args.itl.draw(&mut rng);
-        }
-        at.push(t);
-    }
-    let half = pieces.len() / 2;
-    for fault in &m.args.fault {
-        if let Fault::Stall { ms } = fault {
-            if m.faulted(id, *fault) && !pieces.is_empty() {
-                at.iter_mut().skip(half).for_each(|x| *x += ms);
-                faults.push(fault.to_string());
-            }
-        }
-    }
-    let reset_at = m.faulted(id, Fault::Reset).then(|| {
-        faults.push(Fault::Reset.to_string());
-        half
-    });
-    let miscount = m.faulted(id, Fault::Miscount);
-    if miscount {
-        faults.push(Fault::Miscount.to_string());
-    }
+        .insert(id, Arc::new(plan.pieces.clone()));
+    let strict = reply::schema_of(&request).is_some();
+    plan.apply_faults(&m, id, strict, other, &mut rng);
     let streamed = request["stream"].as_bool() == Some(true);
-    let include_usage = request
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        == Some(true);
     let reply_id = format!("mock-{id}");
-    let mut reply = Reply {
+    let reply = Reply {
         endpoint,
         id: &reply_id,
         model: &m.args.model,
-        pieces: &pieces,
-        prompt_tokens,
-        cut,
-        include_usage,
+        pieces: plan.counted.as_ref().unwrap_or(&plan.pieces),
+        prompt_tokens: plan.prompt_tokens,
+        cut: plan.cut,
+        include_usage: request
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            == Some(true),
     };
-    let counted: Vec<String>;
-    if miscount {
-        // The usage counts tokens the stream never carried.
-        counted = pieces
-            .iter()
-            .cloned()
-            .chain(std::iter::repeat_n(String::new(), 3))
-            .collect();
-        reply.pieces = &counted;
-    }
-    let guard = Guard {
+    let planned = Duration::from_secs_f64(plan.at.last().copied().unwrap_or(0.0) / 1000.0);
+    let mut guard = Guard {
         mock: m.clone(),
         record: RequestRecord {
             id,
             path: uri.path().to_string(),
             streamed,
             received_ms: m.since_start_ms(received),
-            tokens: pieces.len(),
-            faults,
-            crossed_from,
+            tokens: plan.pieces.len(),
+            faults: std::mem::take(&mut plan.faults),
+            crossed_from: plan.crossed_from,
             ..Default::default()
         },
         received,
-        planned_end: received + Duration::from_secs_f64(at.last().copied().unwrap_or(0.0) / 1000.0),
+        planned_end: received + planned,
         finished: false,
     };
     m.running.fetch_add(1, Ordering::SeqCst);
     if !streamed {
         let whole = reply.whole();
-        let mut guard = guard;
         tokio::time::sleep_until(guard.planned_end.into()).await;
         guard.finish(Instant::now());
         return Json(whole).into_response();
     }
-    let mut frames = reply.frames();
-    if m.faulted(id, Fault::NoDone) {
-        frames.retain(|f| f.text != "data: [DONE]\n\n");
-    }
-    if m.faulted(id, Fault::MalformedSse) {
-        // Neither an SSE field nor JSON, then a data line cut short.
-        let at = frames.len() / 2;
-        frames.insert(
-            at,
-            events::Frame {
-                text: "this is not SSE\ndata: {\"choices\": [\n\n".into(),
-                token: None,
-                due_with: frames[at.saturating_sub(1)].due_with,
-            },
-        );
-    }
-    if miscount {
-        // The extra tokens are in the usage only, not in the stream.
-        frames.retain(|f| f.token.is_none_or(|k| k < pieces.len()));
-    }
+    let frames = plan.stream_frames(reply.frames());
+    stream(frames, &plan.at, plan.reset_at, guard)
+}
+
+/// The stream of `frames`, each sent when its token is due (`at`, in ms
+/// after arrival), cut with a connection reset at token `reset_at`; the
+/// guard records when each went out.
+fn stream(
+    frames: Vec<events::Frame>,
+    at: &[f64],
+    reset_at: Option<usize>,
+    guard: Guard,
+) -> Response {
+    let received = guard.received;
     let schedule: Vec<(Instant, Option<usize>, Bytes)> = frames
         .into_iter()
         .map(|f| {

@@ -23,7 +23,7 @@ use crate::bench::dataset::synthetic::Vocabulary;
 use crate::bench::dataset::trace::Trace;
 use crate::bench::dataset::{Dataset, Source};
 use crate::bench::goodput::Slo;
-use crate::bench::load::Player;
+use crate::bench::load::{LevelRun, Player};
 use crate::bench::recount::{self, TokenFigures};
 use crate::bench::replay::{self, ReplayFigures};
 use crate::bench::request::RequestSettings;
@@ -76,9 +76,9 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
         .map(|f| f.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default();
     let mut variants = Vec::new();
-    let (mut model, mut prompts, mut label) = (String::new(), String::new(), String::new());
-    let mut schema_share = 0.0;
+    let mut facts = Facts::default();
     for (vi, spec) in specs.iter().enumerate() {
+        // A server is shared by every variant; an engine serves one.
         let engine = match &server {
             Some(_) => None,
             None => {
@@ -86,11 +86,93 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
             }
         };
         let opened = server.as_ref().or(engine.as_ref()).expect("a target");
+        let shared = Shared {
+            args,
+            runtime: &runtime,
+            slo: &slo,
+            observer: &*observer,
+            user_flags: &user_flags,
+        };
+        let (variant, seen) = shared.variant(vi, spec, opened, &mut records)?;
+        variants.push(variant);
+        facts = seen;
+        // The engine of this variant stops before the next one starts.
+        drop(engine);
+    }
+    drop(server);
+    if let Some(out) = records.as_mut() {
+        out.flush()?;
+    }
+    let run = BenchRun {
+        target: facts.label,
+        model: facts.model,
+        server_flags: variants
+            .first()
+            .map(|v| v.server_flags.clone())
+            .unwrap_or_default(),
+        engine_version: run_info::engine_version(remote),
+        git_commit: run_info::git_commit(),
+        host: run_info::host(),
+        hardware: run_info::hardware(),
+        started: started_at,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        scenario: args.scenario.name(),
+        prompts: facts.prompts,
+        requests: args.bound().requests,
+        duration_s: args.bound().duration_s,
+        max_tokens: args.max_tokens,
+        warmup: args.warmup,
+        repetitions: args.repetitions,
+        endpoint: args.endpoint.name(),
+        slo: slo.to_string(),
+        verified: !args.no_verify,
+        schema_share: facts.schema_share,
+        percentiles: args.percentiles.clone(),
+        tolerated: args.tolerate.clone(),
+        reply_limits: Some(args.target.reply_limits()),
+    };
+    let report = BenchReport::new(run, variants);
+    report.write(&args.out.join("bench.json"))?;
+    write_text(&args.out.join("bench.html"), &page::render(&report)?)?;
+    Ok(report)
+}
+
+/// What every variant of a run shares.
+struct Shared<'a> {
+    args: &'a BenchArgs,
+    runtime: &'a tokio::runtime::Runtime,
+    slo: &'a Slo,
+    observer: &'a dyn Observer,
+    /// `--server-flags`, for a target that reports none of its own.
+    user_flags: &'a [String],
+}
+
+/// What the run's report says of the target, as the last variant saw it.
+#[derive(Default)]
+struct Facts {
+    label: String,
+    model: String,
+    prompts: String,
+    schema_share: f64,
+}
+
+impl Shared<'_> {
+    /// One variant on its opened target: the dataset, the schema and token
+    /// probes, then its levels.
+    fn variant(
+        &self,
+        vi: usize,
+        spec: &VariantSpec,
+        opened: &super::target::Opened,
+        records: &mut Records,
+    ) -> Result<(Variant, Facts)> {
+        let (args, runtime, observer) = (self.args, self.runtime, self.observer);
+        let remote = args.target.remote();
         if let Some(reason) = &opened.refused {
             observer.note(&format!("{reason}; running without --deterministic"));
         }
         let flags = match opened.flags.is_empty() {
-            true => user_flags.clone(),
+            true => self.user_flags.to_vec(),
             false => opened.flags.clone(),
         };
         let target = match args.keep_alive && remote {
@@ -100,13 +182,12 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
                 .time_limit(args.target.time_limit(), true),
             false => opened.target.clone(),
         };
-        model = target
+        let model = target
             .model()
             .context("the target names no model")?
             .to_string();
-        label.clone_from(&opened.label);
-        let dataset = Arc::new(runtime.block_on(dataset_of(args, &target, &model, &*observer))?);
-        prompts = dataset.describe();
+        let dataset = Arc::new(runtime.block_on(dataset_of(args, &target, &model, observer))?);
+        let prompts = dataset.describe();
         observer.note(&format!(
             "{} on {} ({prompts})",
             spec.name,
@@ -133,7 +214,7 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
                 p.detail
             ));
         }
-        schema_share = player.schema_share;
+        let schema_share = player.schema_share;
         let counter = match args.no_verify {
             true => Err("checks off (--no-verify)".to_string()),
             false => runtime
@@ -146,64 +227,33 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
         };
         let levels = Levels {
             args,
-            runtime: &runtime,
+            runtime,
             counter: &counter,
             player: Arc::new(player),
-            slo: &slo,
+            slo: self.slo,
             enforce_alone: args.batch_invariant
                 || (!remote && flags.iter().any(|f| f == "--deterministic")),
             salt,
             variant: &spec.name,
-            observer: &*observer,
+            observer,
         };
-        let (levels, search, stopped) = levels.measure_all(&mut records)?;
-        variants.push(Variant {
+        let (levels, search, stopped) = levels.measure_all(records)?;
+        let variant = Variant {
             name: spec.name.clone(),
             server_flags: flags,
             levels,
             search,
             stopped,
             schema_probe: probe,
-        });
-        // The engine of this variant stops before the next one starts.
-        drop(engine);
+        };
+        let facts = Facts {
+            label: opened.label.clone(),
+            model,
+            prompts,
+            schema_share,
+        };
+        Ok((variant, facts))
     }
-    drop(server);
-    if let Some(out) = records.as_mut() {
-        out.flush()?;
-    }
-    let run = BenchRun {
-        target: label,
-        model,
-        server_flags: variants
-            .first()
-            .map(|v| v.server_flags.clone())
-            .unwrap_or_default(),
-        engine_version: run_info::engine_version(remote),
-        git_commit: run_info::git_commit(),
-        host: run_info::host(),
-        hardware: run_info::hardware(),
-        started: started_at,
-        wall_seconds: started.elapsed().as_secs_f64(),
-        scenario: args.scenario.name(),
-        prompts,
-        requests: args.bound().requests,
-        duration_s: args.bound().duration_s,
-        max_tokens: args.max_tokens,
-        warmup: args.warmup,
-        repetitions: args.repetitions,
-        endpoint: args.endpoint.name(),
-        slo: slo.to_string(),
-        verified: !args.no_verify,
-        schema_share,
-        percentiles: args.percentiles.clone(),
-        tolerated: args.tolerate.clone(),
-        reply_limits: Some(args.target.reply_limits()),
-    };
-    let report = BenchReport::new(run, variants);
-    report.write(&args.out.join("bench.json"))?;
-    write_text(&args.out.join("bench.html"), &page::render(&report)?)?;
-    Ok(report)
 }
 
 /// What a variant sends and checks.
@@ -298,36 +348,9 @@ impl Levels<'_> {
     /// replayed alone where asked), the server's counters around them.
     fn measure(&self, shape: Shape, tag: &str, records: &mut Records) -> Result<LevelResult> {
         let (args, rt, player) = (self.args, self.runtime, &self.player);
-        if args.warmup > 0 {
-            let users = match shape {
-                Shape::Closed { concurrency } => concurrency,
-                Shape::Open {
-                    max_concurrency, ..
-                } => max_concurrency.unwrap_or(4),
-            };
-            let warm = rt.block_on(player.play(
-                Shape::Closed {
-                    concurrency: users.min(args.warmup),
-                },
-                Bound {
-                    requests: Some(args.warmup),
-                    duration_s: None,
-                },
-                &format!("{}-warmup-{tag}", self.salt),
-            ));
-            if let Some(e) = warm.samples.iter().find_map(|s| s.error.clone()) {
-                self.observer
-                    .note(&format!("warning: a warm-up request failed: {e}"));
-            }
-        }
+        self.warm_up(shape, tag);
         if let Some(at) = args.start_at {
-            // A shared start: wait for it (a start already past is now).
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64());
-            if at > now {
-                std::thread::sleep(Duration::from_secs_f64(at - now));
-            }
+            wait_until(at);
         }
         let cancelling = player.cancel_share > 0.0;
         let probe_before = match cancelling {
@@ -347,17 +370,7 @@ impl Levels<'_> {
         for rep in 0..args.repetitions {
             let salt = format!("{}-{tag}-{rep}", self.salt);
             let cpu = client_cpu::process_cpu_s();
-            let (mut run, gauges) = rt.block_on(async {
-                let stop = Arc::new(AtomicBool::new(false));
-                let watcher = tokio::spawn(server_metrics::watch(
-                    player.target.clone(),
-                    Duration::from_millis(250),
-                    stop.clone(),
-                ));
-                let run = player.play(shape, args.bound(), &salt).await;
-                stop.store(true, Ordering::SeqCst);
-                (run, watcher.await.unwrap_or_default())
-            });
+            let (mut run, gauges) = self.play_watched(shape, &salt);
             cpu_s += client_cpu::process_cpu_s()
                 .zip(cpu)
                 .map_or(0.0, |(b, a)| b - a);
@@ -395,19 +408,7 @@ impl Levels<'_> {
         let mut level = LevelResult::of(shape, &runs, server, self.slo, &args.percentiles);
         level.replay = replayed;
         if cancelling {
-            let mut c = CancelFigures::new(
-                level.cancelled,
-                args.request_cancellation_delay,
-                shape.in_flight_cap(),
-                &timeline,
-            );
-            c.probe_ttft_before_ms = probe_before;
-            c.probe_ttft_after_ms = rt.block_on(cancel::probe_ttft(
-                &player.target,
-                &player.settings,
-                args.max_tokens,
-            ));
-            level.cancellation = Some(c);
+            level.cancellation = Some(self.cancellation(&level, shape, &timeline, probe_before));
         }
         level.server_timeline = timeline;
         level.tokens = tokens;
@@ -416,6 +417,90 @@ impl Levels<'_> {
         }
         self.observer.note(&level.headline());
         Ok(level)
+    }
+
+    /// A warm-up at the level's load (as many users, at most `--warmup`
+    /// requests), its failures only noted.
+    fn warm_up(&self, shape: Shape, tag: &str) {
+        let args = self.args;
+        if args.warmup == 0 {
+            return;
+        }
+        let users = match shape {
+            Shape::Closed { concurrency } => concurrency,
+            Shape::Open {
+                max_concurrency, ..
+            } => max_concurrency.unwrap_or(4),
+        };
+        let warm = self.runtime.block_on(self.player.play(
+            Shape::Closed {
+                concurrency: users.min(args.warmup),
+            },
+            Bound {
+                requests: Some(args.warmup),
+                duration_s: None,
+            },
+            &format!("{}-warmup-{tag}", self.salt),
+        ));
+        if let Some(e) = warm.samples.iter().find_map(|s| s.error.clone()) {
+            self.observer
+                .note(&format!("warning: a warm-up request failed: {e}"));
+        }
+    }
+
+    /// One repetition played while the server's gauges are watched.
+    fn play_watched(
+        &self,
+        shape: Shape,
+        salt: &str,
+    ) -> (LevelRun, Vec<server_metrics::GaugePoint>) {
+        let player = &self.player;
+        self.runtime.block_on(async {
+            let stop = Arc::new(AtomicBool::new(false));
+            let watcher = tokio::spawn(server_metrics::watch(
+                player.target.clone(),
+                Duration::from_millis(250),
+                stop.clone(),
+            ));
+            let run = player.play(shape, self.args.bound(), salt).await;
+            stop.store(true, Ordering::SeqCst);
+            (run, watcher.await.unwrap_or_default())
+        })
+    }
+
+    /// What cancelled requests cost: the level's cancels, the server's
+    /// in-flight gauge over it, and a probe's TTFT before and after.
+    fn cancellation(
+        &self,
+        level: &LevelResult,
+        shape: Shape,
+        timeline: &[server_metrics::GaugePoint],
+        probe_before: Option<f64>,
+    ) -> CancelFigures {
+        let mut c = CancelFigures::new(
+            level.cancelled,
+            self.args.request_cancellation_delay,
+            shape.in_flight_cap(),
+            timeline,
+        );
+        c.probe_ttft_before_ms = probe_before;
+        c.probe_ttft_after_ms = self.runtime.block_on(cancel::probe_ttft(
+            &self.player.target,
+            &self.player.settings,
+            self.args.max_tokens,
+        ));
+        c
+    }
+}
+
+/// Sleeps until `at` (seconds since the epoch), a start shared by several
+/// clients; a start already past is now.
+fn wait_until(at: f64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    if at > now {
+        std::thread::sleep(Duration::from_secs_f64(at - now));
     }
 }
 
