@@ -3,7 +3,8 @@
 //! replay shows a client doing otherwise, the replay wins:
 //!
 //! - a wrong error body whose status the client still raised as the right
-//!   exception class is `degraded` (its user loses the message or type);
+//!   exception class is `degraded` when its user loses the error's message
+//!   or type, `spec` when the exception still carries both;
 //! - a reply off the schema or the stream rules that the client read whole,
 //!   handing its user values of the types it declares, is `spec`;
 //!   a client that raised on it, or handed its user a wrong type, is `fail`;
@@ -65,10 +66,16 @@ fn judge<'a>(
             let right_class = outcomes
                 .iter()
                 .all(|(status, c)| c.raised.as_ref().is_some_and(|r| r.status == Some(*status)));
-            let grade = if right_class {
-                Grade::Degraded
-            } else {
-                Grade::Fail
+            // What the user reads of the exception: its message and type.
+            let lost = outcomes.iter().any(|(_, c)| {
+                c.raised
+                    .as_ref()
+                    .is_some_and(|r| !super::lost_fields(r.fields.as_ref()).is_empty())
+            });
+            let grade = match (right_class, lost) {
+                (false, _) => Grade::Fail,
+                (true, true) => Grade::Degraded,
+                (true, false) => Grade::Spec,
             };
             (Some(grade), Some(evidence))
         }
@@ -187,10 +194,12 @@ check = [{ kind = "status", equals = 400 }]"#,
         assert_eq!(f.grade, Grade::Degraded);
         let quote = f.client.unwrap();
         assert!(quote.contains("raised BadRequestError (400)"), "{quote}");
-        assert!(
-            quote.contains("(error message, type, param, code empty)"),
-            "{quote}"
-        );
+        assert!(quote.contains("(error message, type empty)"), "{quote}");
+        // The shape off Anthropic's, message and type intact: nothing lost.
+        let mut intact = raised(400);
+        intact.raised.as_mut().unwrap().fields = Some(json!({"message": "m", "type": "t"}));
+        let f = graded(&case(false), "error_body", &[step(400, intact)]);
+        assert_eq!(f.grade, Grade::Spec);
         // A client that raised something else (no status) stays a failure.
         let mut other = raised(400);
         other.raised.as_mut().unwrap().status = None;

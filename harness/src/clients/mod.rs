@@ -60,7 +60,10 @@ impl ClientOutcome {
     pub fn quote(&self) -> String {
         if let Some(r) = &self.raised {
             let status = r.status.map(|s| format!(" ({s})")).unwrap_or_default();
-            let lost = r.fields.as_ref().map(lost_fields).unwrap_or_default();
+            let lost = match lost_fields(r.fields.as_ref()).as_slice() {
+                [] => String::new(),
+                empty => format!(" (error {} empty)", empty.join(", ")),
+            };
             return format!(
                 "{} raised {}{status}: {}{lost}",
                 self.client,
@@ -82,16 +85,13 @@ impl ClientOutcome {
     }
 }
 
-/// The error fields the exception left empty, named.
-fn lost_fields(fields: &Value) -> String {
-    let empty: Vec<&str> = ["message", "type", "param", "code"]
+/// What the user of an exception loses: its error's message or type,
+/// named (empty: nothing).
+pub(crate) fn lost_fields(fields: Option<&Value>) -> Vec<&'static str> {
+    ["message", "type"]
         .into_iter()
-        .filter(|k| fields.get(*k).is_none_or(Value::is_null))
-        .collect();
-    match empty.is_empty() {
-        true => String::new(),
-        false => format!(" (error {} empty)", empty.join(", ")),
-    }
+        .filter(|k| fields.and_then(|f| f.get(*k)).is_none_or(Value::is_null))
+        .collect()
 }
 
 fn short(s: &str, limit: usize) -> String {
