@@ -356,6 +356,9 @@ RUN_NOTE="newest column run $DAY; each column's wall time above is its own run's
 for f in md json html; do
     sed "s#$ROOT/##g" "$OUT/matrix.$f" > "$PAGE.$f"
 done
+# A cell's "whole record" is its column's report, published beside the
+# page (compressed JSON), not the run folder's report.html.
+sed -i -E "s#href=\"([^\"/]+)/report\.html(\#[^\"]*)?\"#href=\"$(basename "$SHELF")/\1.report.json.gz\"#g" "$PAGE.html"
 if conformance; then
     sed -i '1s/^# .*/# Reasoning and tool calls of local LLM servers on the conformance model/' "$PAGE.md"
 fi

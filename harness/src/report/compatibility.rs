@@ -25,6 +25,30 @@ fn symbol(c: &Cell) -> &'static str {
     }
 }
 
+/// The feature summary: a row per section, each server's support.
+fn features(out: &mut String, m: &Matrix) {
+    out.push_str("\n## Features at a glance\n\n| feature |");
+    for c in &m.columns {
+        let _ = write!(out, " {} |", code(&c.label));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(m.columns.len()));
+    out.push('\n');
+    for f in &m.features {
+        let _ = write!(out, "| {} |", cell(&f.section, 80));
+        for s in &f.cells {
+            let mark = match s.level {
+                "supported" => "✅",
+                "partial" => "◐",
+                "broken" => "❌",
+                _ => "⏭",
+            };
+            let _ = write!(out, " {mark} {}: {} |", s.level, cell(&s.note, 200));
+        }
+        out.push('\n');
+    }
+}
+
 /// A wall time as minutes and seconds.
 fn minutes(seconds: f64) -> String {
     let s = seconds.round() as u64;
@@ -78,6 +102,7 @@ pub fn markdown(m: &Matrix) -> String {
          `--clients`, from what openai-python and anthropic-python did with each reply \
          (`docs/grading.md`).\n",
     );
+    features(&mut out, m);
     if !m.unavailable.is_empty() {
         out.push_str("\n## Not runnable here\n\n| server | why |\n|---|---|\n");
         for u in &m.unavailable {
@@ -205,6 +230,32 @@ mod tests {
     }
 
     #[test]
+    fn the_feature_summary_grades_each_section_per_server() {
+        let a = report(vec![
+            case("tools.none", Status::Pass, None),
+            case("tools.required", Status::Spec, None),
+            case("reasoning.on", Status::Skip, None),
+        ]);
+        let b = report(vec![
+            case("tools.none", Status::Fail, Some("x")),
+            case("tools.required", Status::Pass, None),
+            case("reasoning.on", Status::Fail, Some("y")),
+        ]);
+        let m = Matrix::new(&[("a".into(), a), ("b".into(), b)]);
+        let md = markdown(&m);
+        assert!(
+            md.contains(
+                "| tools | ✅ supported: 2 of 2 hold | ◐ partial: 1 of 2 hold; fails tools.none |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| reasoning | ⏭ untested: every case skipped | ❌ broken: 0 of 1 hold; fails reasoning.on |"),
+            "{md}"
+        );
+    }
+
+    #[test]
     fn cells_carry_grades_and_attributed_failures_their_footnotes() {
         let issue = "vllm/entrypoints/openai/serving_chat.py: ChatCompletion | tool_choice none";
         let a = report(vec![
@@ -235,8 +286,8 @@ mod tests {
         assert!(md.contains("[^1]: `vllm@0.32.0`: vllm/entrypoints/openai/serving\\_chat.py: ChatCompletion \\| tool\\_choice none"), "{md}");
         assert_eq!(
             md.matches("\n## ").count(),
-            2,
-            "a heading per section: {md}"
+            3,
+            "the features' heading and one per section: {md}"
         );
         assert!(
             md.contains("| `vllm@0.32.0` | `smollm2` | 1 | 2 (1) | 1 behind 1; 1 unattributed | 0 | 0 | 0 | 2 | 0 | 0 | 0:00 |"),

@@ -10,7 +10,9 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::dialect::Dialect;
+pub use crate::report::features::{self, Feature};
 use crate::report::{write_json, CaseResult, Report, Status, Summary};
+use crate::suite::Tier;
 
 /// A server listed with the reason it has no column.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -108,6 +110,14 @@ pub struct Column {
     pub causes: usize,
     /// Failures (and errors) no known issue explains.
     pub unattributed: usize,
+    /// When the column's run started (RFC 3339), and its tier.
+    #[serde(default)]
+    pub started: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
+    /// The official clients that graded it (`--clients`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<String>,
 }
 
 /// `name@version`, or the name alone.
@@ -117,7 +127,6 @@ pub fn label(name: &str, version: Option<&str>) -> String {
         None => name.to_string(),
     }
 }
-
 
 impl Column {
     /// What the column would fail before grading told deviations apart:
@@ -162,9 +171,49 @@ pub struct Cell {
 #[derive(Debug, Clone, Serialize)]
 pub struct Matrix {
     pub format: String,
+    /// What the page says first: when, which tier and models, by what.
+    pub about: About,
     pub columns: Vec<Column>,
+    /// One row per section: how well each server supports it.
+    pub features: Vec<Feature>,
     pub rows: Vec<Row>,
     pub unavailable: Vec<Unavailable>,
+}
+
+/// The method at the top of a page.
+#[derive(Debug, Clone, Serialize)]
+pub struct About {
+    /// The day the newest column ran (YYYY-MM-DD).
+    pub newest_run: String,
+    pub tiers: Vec<String>,
+    pub models: Vec<String>,
+    /// The clients that graded the columns; none: the checks' rules.
+    pub clients: Vec<String>,
+    /// The afm-test that made the page.
+    pub made_by: String,
+}
+
+impl About {
+    fn of(columns: &[Column]) -> About {
+        let distinct = |it: &mut dyn Iterator<Item = String>| -> Vec<String> {
+            it.collect::<BTreeSet<String>>().into_iter().collect()
+        };
+        About {
+            newest_run: columns
+                .iter()
+                .map(|c| c.started.chars().take(10).collect::<String>())
+                .max()
+                .unwrap_or_default(),
+            tiers: distinct(
+                &mut columns
+                    .iter()
+                    .filter_map(|c| c.tier.map(|t| t.as_str().to_string())),
+            ),
+            models: distinct(&mut columns.iter().map(|c| c.model.clone())),
+            clients: distinct(&mut columns.iter().filter_map(|c| c.clients.clone())),
+            made_by: format!("afm-test {}", env!("CARGO_PKG_VERSION")),
+        }
+    }
 }
 
 impl Matrix {
@@ -210,8 +259,10 @@ impl Matrix {
                 });
             }
         }
-        Matrix {
+        let mut m = Matrix {
             format: "afm-test-matrix/2".into(),
+            about: About::of(&[]),
+            features: Vec::new(),
             columns: runs
                 .iter()
                 .map(|(name, r)| Column {
@@ -235,6 +286,9 @@ impl Matrix {
                         .iter()
                         .filter(|c| c.status.failed() && c.known_issue.is_none())
                         .count(),
+                    started: r.run.started.clone(),
+                    tier: r.run.tier,
+                    clients: r.run.clients.clone(),
                 })
                 .collect(),
             rows: order
@@ -264,7 +318,10 @@ impl Matrix {
                 })
                 .collect(),
             unavailable: Vec::new(),
-        }
+        };
+        m.about = About::of(&m.columns);
+        m.features = features::of(&m);
+        m
     }
 
     pub fn write(&self, dir: &Path) -> Result<()> {

@@ -4,6 +4,7 @@
 
 pub mod compatibility;
 pub mod diff;
+pub mod features;
 pub mod html;
 pub mod junit;
 pub mod known_failures;

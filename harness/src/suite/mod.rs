@@ -27,6 +27,16 @@ pub enum Tier {
     Full,
 }
 
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Smoke => "smoke",
+            Tier::Standard => "standard",
+            Tier::Full => "full",
+        }
+    }
+}
+
 impl std::str::FromStr for Tier {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
