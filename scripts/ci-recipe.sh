@@ -22,7 +22,7 @@ step() { printf '\n== %s\n' "$*"; }
 step "Install afm-test (harness only, no engine)"
 rm -rf "$WORK/venv"
 python3 -m venv "$WORK/venv"
-"$WORK/venv/bin/pip" install --quiet --disable-pip-version-check ./harness
+"$WORK/venv/bin/pip" install --quiet --disable-pip-version-check ./harness openai anthropic
 AFM_TEST="$WORK/venv/bin/afm-test"
 
 step "Install the server under test"
@@ -40,6 +40,7 @@ rc=0
 "$AFM_TEST" --tier standard --seed 1 \
     --server "$BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\"" \
     --model "$MODEL" --known-failures baselines/peers/mlx-lm.known.toml \
+    --clients "$WORK/venv/bin/python" \
     --out "$OUT" --junit "$OUT/junit.xml" --summary "$OUT/run.md" 2>&1 | tee "$WORK/run.log" || rc=$?
 [ "$rc" -le 1 ]
 

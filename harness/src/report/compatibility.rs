@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::report::features;
 use crate::report::markdown::{cell, code};
 use crate::report::matrix::{label, Cell, Matrix};
 use crate::report::Status;
@@ -34,7 +35,7 @@ fn features(out: &mut String, m: &Matrix) {
     out.push_str("\n|---|");
     out.push_str(&"---|".repeat(m.columns.len()));
     out.push('\n');
-    for f in &m.features {
+    for f in &features::of(m) {
         let _ = write!(out, "| {} |", cell(&f.section, 80));
         for s in &f.cells {
             let mark = match s.level {
@@ -245,12 +246,14 @@ mod tests {
         let md = markdown(&m);
         assert!(
             md.contains(
-                "| tools | ✅ supported: 2 of 2 hold | ◐ partial: 1 of 2 hold; fails tools.none |"
+                "| tools | ✅ supported: 2 of 2 hold | ◐ partial: 1 of 2 hold; fails none |"
             ),
             "{md}"
         );
         assert!(
-            md.contains("| reasoning | ⏭ untested: every case skipped | ❌ broken: 0 of 1 hold; fails reasoning.on |"),
+            md.contains(
+                "| reasoning | ⏭ untested: every case skipped | ❌ broken: 0 of 1 hold; fails on |"
+            ),
             "{md}"
         );
     }

@@ -8,6 +8,7 @@ use similar::{ChangeTag, TextDiff};
 use tera::{Context, Tera};
 
 use crate::report::diff::{Change, Diff, Entry, GROUPS};
+use crate::report::features;
 use crate::report::matrix::Matrix;
 use crate::report::Report;
 
@@ -132,6 +133,7 @@ pub fn render_diff(diff: &Diff) -> Result<String> {
 pub fn render_matrix(matrix: &Matrix) -> Result<String> {
     let mut ctx = Context::new();
     ctx.insert("m", matrix);
+    ctx.insert("features", &features::of(matrix));
     tera()?
         .render("matrix.html", &ctx)
         .context("rendering the HTML matrix")

@@ -10,7 +10,6 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::dialect::Dialect;
-pub use crate::report::features::{self, Feature};
 use crate::report::{write_json, CaseResult, Report, Status, Summary};
 use crate::suite::Tier;
 
@@ -174,8 +173,6 @@ pub struct Matrix {
     /// What the page says first: when, which tier and models, by what.
     pub about: About,
     pub columns: Vec<Column>,
-    /// One row per section: how well each server supports it.
-    pub features: Vec<Feature>,
     pub rows: Vec<Row>,
     pub unavailable: Vec<Unavailable>,
 }
@@ -262,7 +259,6 @@ impl Matrix {
         let mut m = Matrix {
             format: "afm-test-matrix/2".into(),
             about: About::of(&[]),
-            features: Vec::new(),
             columns: runs
                 .iter()
                 .map(|(name, r)| Column {
@@ -320,7 +316,6 @@ impl Matrix {
             unavailable: Vec::new(),
         };
         m.about = About::of(&m.columns);
-        m.features = features::of(&m);
         m
     }
 
