@@ -18,6 +18,25 @@ pub struct Frame {
     pub due_with: usize,
 }
 
+/// A stream's events as they are built.
+#[derive(Default)]
+struct Frames(Vec<Frame>);
+
+impl Frames {
+    /// One SSE event (`event: NAME` when named) carrying `v`.
+    fn push(&mut self, v: Value, name: Option<&str>, token: Option<usize>, due_with: usize) {
+        let text = match name {
+            Some(n) => format!("event: {n}\ndata: {v}\n\n"),
+            None => format!("data: {v}\n\n"),
+        };
+        self.0.push(Frame {
+            text,
+            token,
+            due_with,
+        });
+    }
+}
+
 /// What a reply is, whatever its shape.
 pub struct Reply<'a> {
     pub endpoint: Endpoint,
@@ -48,205 +67,207 @@ impl Reply<'_> {
                "total_tokens": self.prompt_tokens + n})
     }
 
-    /// The events of its stream, in order.
+    /// The events of its stream, in order: its protocol's shape.
     pub fn frames(&self) -> Vec<Frame> {
-        let last = self.pieces.len().saturating_sub(1);
-        let mut out = Vec::new();
-        let mut push = |v: Value, name: Option<&str>, token: Option<usize>, due_with: usize| {
-            let text = match name {
-                Some(n) => format!("event: {n}\ndata: {v}\n\n"),
-                None => format!("data: {v}\n\n"),
-            };
-            out.push(Frame {
-                text,
-                token,
-                due_with,
-            });
-        };
+        let mut out = Frames::default();
         match self.endpoint {
-            Endpoint::Chat | Endpoint::Completions => {
-                let chat = self.endpoint == Endpoint::Chat;
-                let object = if chat {
-                    "chat.completion.chunk"
-                } else {
-                    "text_completion"
-                };
-                let finish = if self.cut { "length" } else { "stop" };
-                let choice = |piece: Option<&str>, k: usize, finish: Option<&str>| {
-                    if chat {
-                        let mut delta = json!({});
-                        if k == 0 {
-                            delta["role"] = "assistant".into();
-                        }
-                        if let Some(p) = piece {
-                            delta["content"] = p.into();
-                        }
-                        json!({"index": 0, "delta": delta, "finish_reason": finish})
-                    } else {
-                        json!({"index": 0, "text": piece.unwrap_or(""), "logprobs": null,
-                               "finish_reason": finish})
-                    }
-                };
-                let chunk = |choices: Value| {
-                    json!({"id": self.id, "object": object, "created": 0, "model": self.model,
-                           "choices": choices})
-                };
-                if self.pieces.is_empty() {
-                    push(chunk(json!([choice(None, 0, None)])), None, None, 0);
-                }
-                for (k, p) in self.pieces.iter().enumerate() {
-                    push(chunk(json!([choice(Some(p), k, None)])), None, Some(k), k);
-                }
-                push(
-                    chunk(json!([choice(None, self.pieces.len(), Some(finish))])),
-                    None,
-                    None,
-                    last,
-                );
-                if self.include_usage {
-                    let mut u = chunk(json!([]));
-                    u["usage"] = self.usage_openai();
-                    push(u, None, None, last);
-                }
-                out.push(Frame {
-                    text: "data: [DONE]\n\n".into(),
-                    token: None,
-                    due_with: last,
-                });
-            }
-            Endpoint::Messages => {
-                let stop = if self.cut { "max_tokens" } else { "end_turn" };
-                push(
-                    json!({"type": "message_start", "message": {"id": self.id, "type": "message",
-                        "role": "assistant", "content": [], "model": self.model,
-                        "stop_reason": null, "stop_sequence": null,
-                        "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0}}}),
-                    Some("message_start"),
-                    None,
-                    0,
-                );
-                push(
-                    json!({"type": "content_block_start", "index": 0,
-                           "content_block": {"type": "text", "text": ""}}),
-                    Some("content_block_start"),
-                    None,
-                    0,
-                );
-                for (k, p) in self.pieces.iter().enumerate() {
-                    push(
-                        json!({"type": "content_block_delta", "index": 0,
-                               "delta": {"type": "text_delta", "text": p}}),
-                        Some("content_block_delta"),
-                        Some(k),
-                        k,
-                    );
-                }
-                push(
-                    json!({"type": "content_block_stop", "index": 0}),
-                    Some("content_block_stop"),
-                    None,
-                    last,
-                );
-                push(
-                    json!({"type": "message_delta",
-                           "delta": {"stop_reason": stop, "stop_sequence": null},
-                           "usage": {"output_tokens": self.pieces.len()}}),
-                    Some("message_delta"),
-                    None,
-                    last,
-                );
-                push(
-                    json!({"type": "message_stop"}),
-                    Some("message_stop"),
-                    None,
-                    last,
-                );
-            }
-            Endpoint::Responses => {
-                let item_id = format!("msg_{}", self.id);
-                let mut seq = 0u64;
-                let mut event = |mut v: Value, token: Option<usize>, due_with: usize| {
-                    v["sequence_number"] = seq.into();
-                    seq += 1;
-                    let name = v["type"].as_str().unwrap_or_default().to_string();
-                    push(v, Some(&name), token, due_with);
-                };
-                let response = |status: &str, output: Value, usage: Value| {
-                    let mut r = json!({"id": self.id, "object": "response", "created_at": 0,
-                        "status": status, "model": self.model, "output": output,
-                        "usage": usage});
-                    if status == "incomplete" {
-                        r["incomplete_details"] = json!({"reason": "max_output_tokens"});
-                    }
-                    r
-                };
-                let item = |status: &str, text: &str| {
-                    json!({"id": item_id, "type": "message", "role": "assistant",
-                           "status": status,
-                           "content": [{"type": "output_text", "text": text, "annotations": []}]})
-                };
-                event(
-                    json!({"type": "response.created",
-                           "response": response("in_progress", json!([]), Value::Null)}),
-                    None,
-                    0,
-                );
-                let mut added = item("in_progress", "");
-                added["content"] = json!([]);
-                event(
-                    json!({"type": "response.output_item.added", "output_index": 0, "item": added}),
-                    None,
-                    0,
-                );
-                event(
-                    json!({"type": "response.content_part.added", "item_id": item_id,
-                           "output_index": 0, "content_index": 0,
-                           "part": {"type": "output_text", "text": "", "annotations": []}}),
-                    None,
-                    0,
-                );
-                for (k, p) in self.pieces.iter().enumerate() {
-                    event(
-                        json!({"type": "response.output_text.delta", "item_id": item_id,
-                               "output_index": 0, "content_index": 0, "delta": p}),
-                        Some(k),
-                        k,
-                    );
-                }
-                let text = self.text();
-                event(
-                    json!({"type": "response.output_text.done", "item_id": item_id,
-                           "output_index": 0, "content_index": 0, "text": text}),
-                    None,
-                    last,
-                );
-                event(
-                    json!({"type": "response.content_part.done", "item_id": item_id,
-                           "output_index": 0, "content_index": 0,
-                           "part": {"type": "output_text", "text": text, "annotations": []}}),
-                    None,
-                    last,
-                );
-                event(
-                    json!({"type": "response.output_item.done", "output_index": 0,
-                           "item": item("completed", &text)}),
-                    None,
-                    last,
-                );
-                let (kind, status) = if self.cut {
-                    ("response.incomplete", "incomplete")
-                } else {
-                    ("response.completed", "completed")
-                };
-                event(
-                    json!({"type": kind, "response": response(status,
-                        json!([item("completed", &text)]), self.usage_io())}),
-                    None,
-                    last,
-                );
-            }
+            Endpoint::Chat | Endpoint::Completions => self.openai_frames(&mut out),
+            Endpoint::Messages => self.messages_frames(&mut out),
+            Endpoint::Responses => self.responses_frames(&mut out),
         }
-        out
+        out.0
+    }
+
+    /// The last token's index: the events after the tokens go with it.
+    fn last(&self) -> usize {
+        self.pieces.len().saturating_sub(1)
+    }
+
+    /// Chat or completions chunks, a final usage chunk if asked, `[DONE]`.
+    fn openai_frames(&self, out: &mut Frames) {
+        let last = self.last();
+        let chat = self.endpoint == Endpoint::Chat;
+        let object = if chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
+        let finish = if self.cut { "length" } else { "stop" };
+        let choice = |piece: Option<&str>, k: usize, finish: Option<&str>| {
+            if chat {
+                let mut delta = json!({});
+                if k == 0 {
+                    delta["role"] = "assistant".into();
+                }
+                if let Some(p) = piece {
+                    delta["content"] = p.into();
+                }
+                json!({"index": 0, "delta": delta, "finish_reason": finish})
+            } else {
+                json!({"index": 0, "text": piece.unwrap_or(""), "logprobs": null,
+                       "finish_reason": finish})
+            }
+        };
+        let chunk = |choices: Value| {
+            json!({"id": self.id, "object": object, "created": 0, "model": self.model,
+                   "choices": choices})
+        };
+        if self.pieces.is_empty() {
+            out.push(chunk(json!([choice(None, 0, None)])), None, None, 0);
+        }
+        for (k, p) in self.pieces.iter().enumerate() {
+            out.push(chunk(json!([choice(Some(p), k, None)])), None, Some(k), k);
+        }
+        out.push(
+            chunk(json!([choice(None, self.pieces.len(), Some(finish))])),
+            None,
+            None,
+            last,
+        );
+        if self.include_usage {
+            let mut u = chunk(json!([]));
+            u["usage"] = self.usage_openai();
+            out.push(u, None, None, last);
+        }
+        out.0.push(Frame {
+            text: "data: [DONE]\n\n".into(),
+            token: None,
+            due_with: last,
+        });
+    }
+
+    /// Anthropic's named events: message and block start, a text delta
+    /// per token, block stop, the message delta with its usage, stop.
+    fn messages_frames(&self, out: &mut Frames) {
+        let last = self.last();
+        let stop = if self.cut { "max_tokens" } else { "end_turn" };
+        let mut named = |v: Value, token: Option<usize>, due_with: usize| {
+            let name = v["type"].as_str().unwrap_or_default().to_string();
+            out.push(v, Some(&name), token, due_with);
+        };
+        named(
+            json!({"type": "message_start", "message": {"id": self.id, "type": "message",
+                "role": "assistant", "content": [], "model": self.model,
+                "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0}}}),
+            None,
+            0,
+        );
+        named(
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "text", "text": ""}}),
+            None,
+            0,
+        );
+        for (k, p) in self.pieces.iter().enumerate() {
+            named(
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "text_delta", "text": p}}),
+                Some(k),
+                k,
+            );
+        }
+        named(
+            json!({"type": "content_block_stop", "index": 0}),
+            None,
+            last,
+        );
+        named(
+            json!({"type": "message_delta",
+                   "delta": {"stop_reason": stop, "stop_sequence": null},
+                   "usage": {"output_tokens": self.pieces.len()}}),
+            None,
+            last,
+        );
+        named(json!({"type": "message_stop"}), None, last);
+    }
+
+    /// Responses' numbered events: created, the message item and its text
+    /// part added, a delta per token, each done, then completed (or
+    /// incomplete at the token budget).
+    fn responses_frames(&self, out: &mut Frames) {
+        let last = self.last();
+        let item_id = format!("msg_{}", self.id);
+        let mut seq = 0u64;
+        let mut event = |mut v: Value, token: Option<usize>, due_with: usize| {
+            v["sequence_number"] = seq.into();
+            seq += 1;
+            let name = v["type"].as_str().unwrap_or_default().to_string();
+            out.push(v, Some(&name), token, due_with);
+        };
+        let response = |status: &str, output: Value, usage: Value| {
+            let mut r = json!({"id": self.id, "object": "response", "created_at": 0,
+                "status": status, "model": self.model, "output": output,
+                "usage": usage});
+            if status == "incomplete" {
+                r["incomplete_details"] = json!({"reason": "max_output_tokens"});
+            }
+            r
+        };
+        let item = |status: &str, text: &str| {
+            json!({"id": item_id, "type": "message", "role": "assistant",
+                   "status": status,
+                   "content": [{"type": "output_text", "text": text, "annotations": []}]})
+        };
+        event(
+            json!({"type": "response.created",
+                   "response": response("in_progress", json!([]), Value::Null)}),
+            None,
+            0,
+        );
+        let mut added = item("in_progress", "");
+        added["content"] = json!([]);
+        event(
+            json!({"type": "response.output_item.added", "output_index": 0, "item": added}),
+            None,
+            0,
+        );
+        event(
+            json!({"type": "response.content_part.added", "item_id": item_id,
+                   "output_index": 0, "content_index": 0,
+                   "part": {"type": "output_text", "text": "", "annotations": []}}),
+            None,
+            0,
+        );
+        for (k, p) in self.pieces.iter().enumerate() {
+            event(
+                json!({"type": "response.output_text.delta", "item_id": item_id,
+                       "output_index": 0, "content_index": 0, "delta": p}),
+                Some(k),
+                k,
+            );
+        }
+        let text = self.text();
+        event(
+            json!({"type": "response.output_text.done", "item_id": item_id,
+                   "output_index": 0, "content_index": 0, "text": text}),
+            None,
+            last,
+        );
+        event(
+            json!({"type": "response.content_part.done", "item_id": item_id,
+                   "output_index": 0, "content_index": 0,
+                   "part": {"type": "output_text", "text": text, "annotations": []}}),
+            None,
+            last,
+        );
+        event(
+            json!({"type": "response.output_item.done", "output_index": 0,
+                   "item": item("completed", &text)}),
+            None,
+            last,
+        );
+        let (kind, status) = if self.cut {
+            ("response.incomplete", "incomplete")
+        } else {
+            ("response.completed", "completed")
+        };
+        event(
+            json!({"type": kind, "response": response(status,
+                json!([item("completed", &text)]), self.usage_io())}),
+            None,
+            last,
+        );
     }
 
     /// The reply of a request that did not stream.
