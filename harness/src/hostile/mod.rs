@@ -21,6 +21,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use attacks::{Aim, Answer, Attack, Sizes};
+
+use crate::server::Target;
 use probe::{Probe, ProbeFigures};
 use watch::ProcessSample;
 
@@ -40,14 +42,20 @@ pub struct ServerFlags {
 }
 
 impl ServerFlags {
-    /// The base URL without a trailing slash, and the model to name.
-    pub async fn resolve(&self, client: &reqwest::Client) -> Result<(String, String)> {
+    /// The server as the harness reaches it (each request cut after
+    /// `limit`), its base URL without a trailing slash, and the model to
+    /// name (given, or the first of `GET /v1/models`).
+    pub async fn resolve(&self, limit: Duration) -> Result<(Target, String, String)> {
         let base = self.url.trim_end_matches('/').to_string();
+        let target = Target::http(&base, self.api_key.clone()).time_limit(limit, false);
         let model = match &self.model {
             Some(m) => m.clone(),
-            None => first_model(client, &base, self.api_key.as_deref()).await?,
+            None => target
+                .listed_model()
+                .await?
+                .with_context(|| format!("GET {base}/v1/models lists no model; give --model"))?,
         };
-        Ok((base, model))
+        Ok((target.with_model(Some(model.clone())), base, model))
     }
 }
 
@@ -164,7 +172,7 @@ pub async fn run(args: &AttackArgs, note: impl Fn(&str)) -> Result<AttackReport>
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()?;
-    let (base, model) = args.server.resolve(&client).await?;
+    let (target, base, model) = args.server.resolve(Duration::from_secs(60)).await?;
     let api_key = args.server.api_key.clone();
     let parsed = reqwest::Url::parse(&base).with_context(|| format!("--url {base}"))?;
     let addr = format!(
@@ -180,10 +188,8 @@ pub async fn run(args: &AttackArgs, note: impl Fn(&str)) -> Result<AttackReport>
         api_key: api_key.clone(),
     });
     let probe = Probe {
-        client,
-        base: base.clone(),
+        target,
         model: model.clone(),
-        api_key: api_key.clone(),
     };
     let sizes = Sizes {
         slow_connections: args.slow_connections,
@@ -270,25 +276,4 @@ async fn peak_of(pid: Option<u32>, stop: Arc<AtomicBool>) -> Option<ProcessSampl
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     peak
-}
-
-/// The first model id of `GET /v1/models`.
-async fn first_model(client: &reqwest::Client, base: &str, key: Option<&str>) -> Result<String> {
-    let mut req = client
-        .get(format!("{base}/v1/models"))
-        .timeout(Duration::from_secs(30));
-    if let Some(k) = key {
-        req = req.bearer_auth(k);
-    }
-    let body: serde_json::Value = req
-        .send()
-        .await
-        .with_context(|| format!("GET {base}/v1/models"))?
-        .json()
-        .await
-        .with_context(|| format!("GET {base}/v1/models: not JSON"))?;
-    body["data"][0]["id"]
-        .as_str()
-        .map(str::to_string)
-        .with_context(|| format!("GET {base}/v1/models lists no model; give --model"))
 }

@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::bench::stats::percentile;
+use crate::server::Target;
 
 /// Sends after a 503 with `Retry-After` before the probe counts as not
 /// served (the OpenAI SDKs retry twice by default; this is one more).
@@ -25,13 +26,12 @@ enum Reply {
     RetryAfter(Duration),
 }
 
-/// Where and what the probe sends.
+/// Where and what the probe sends: through the harness's one way to reach
+/// a server, as every other honest request.
 #[derive(Clone)]
 pub struct Probe {
-    pub client: reqwest::Client,
-    pub base: String,
+    pub target: Target,
     pub model: String,
-    pub api_key: Option<String>,
 }
 
 /// What the probes of one period got.
@@ -91,29 +91,22 @@ impl Probe {
 
     /// One send: served, or a 503 asking to retry after a wait.
     async fn send(&self) -> Result<Reply, String> {
-        let mut req = self
-            .client
-            .post(format!("{}/v1/chat/completions", self.base))
-            .timeout(Duration::from_secs(60))
-            .json(&self.body());
-        if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key);
+        let ex = self.target.post("/v1/chat/completions", &self.body()).await;
+        if let Some(e) = &ex.transport_error {
+            return Err(format!("transport: {e}"));
         }
-        let resp = req.send().await.map_err(|e| format!("transport: {e}"))?;
-        let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok());
-        let body: Value = resp.json().await.map_err(|e| format!("body: {e}"))?;
-        if let (503, Some(s)) = (status, retry_after) {
+        let retry_after = ex
+            .headers
+            .get("retry-after")
+            .and_then(|v| v.trim().parse::<f64>().ok());
+        if let (503, Some(s)) = (ex.status, retry_after) {
             return Ok(Reply::RetryAfter(Duration::from_secs_f64(
                 s.clamp(0.0, 5.0),
             )));
         }
-        if status != 200 || body["choices"].as_array().is_none_or(|c| c.is_empty()) {
-            let text = body.to_string();
-            return Err(format!("{status}: {}", &text[..text.len().min(120)]));
+        if ex.status != 200 || ex.body["choices"].as_array().is_none_or(|c| c.is_empty()) {
+            let text = ex.body.to_string();
+            return Err(format!("{}: {}", ex.status, &text[..text.len().min(120)]));
         }
         Ok(Reply::Served)
     }

@@ -144,7 +144,7 @@ pub async fn run(args: &SoakArgs, note: impl Fn(&str)) -> Result<SoakReport> {
     let http = reqwest::Client::builder()
         .pool_idle_timeout(Duration::from_secs(5))
         .build()?;
-    let (base, model) = args.server.resolve(&http).await?;
+    let (_, base, model) = args.server.resolve(Duration::from_secs(60)).await?;
     let client = Arc::new(Client {
         http,
         base: base.clone(),
