@@ -214,3 +214,31 @@ check = [{ kind = "status", equals = 400 }, { kind = "error_body" }]"#;
     let f = graded(&case.replace("lenient = true", ""), &[ex]);
     assert_eq!(grades(&f)[0], ("status", Grade::Fail));
 }
+
+/// A stream cut at its max_tokens (finish_reason "length") is no client
+/// failure: the SDK's `.parse()` step raises LengthFinishReasonError on
+/// any such reply, so the replay reads the accumulated completion instead.
+#[test]
+fn a_stream_cut_at_max_tokens_is_read_not_raised() {
+    let request = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1,
+                         "stream": true, "stream_options": {"include_usage": true}});
+    let usage = json!({"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4});
+    let chunks = vec![
+        chunk(
+            "chat.completion.chunk",
+            json!({"role": "assistant", "content": "Hi"}),
+            None,
+            None,
+        ),
+        chunk("chat.completion.chunk", json!({}), Some("length"), None),
+        chunk("chat.completion", json!({}), None, Some(usage)),
+    ];
+    let f = graded(
+        r#"mode = "stream"
+check = [{ kind = "schema" }]"#,
+        &[stream(request, chunks)],
+    );
+    assert_eq!(grades(&f), [("schema", Grade::Spec)]);
+    let quote = f[0].client.as_deref().unwrap();
+    assert!(quote.contains("\"finish_reason\":\"length\""), "{quote}");
+}

@@ -185,8 +185,11 @@ def openai_call(client, ex):
         state = ChatCompletionStreamState(input_tools=tools or openai.omit)
         for chunk in chunks:
             state.handle_chunk(chunk)
+        # The accumulated completion, not get_final_completion(): that one
+        # parses for .parse() users and raises LengthFinishReasonError on
+        # every reply cut at its max_tokens, whatever the server.
         return "chat.completions.stream", chat_view(
-            state.get_final_completion()
+            state.current_completion_snapshot
         ), rejected(chunks)
     if path == "/v1/completions":
         if not stream:
@@ -203,7 +206,10 @@ def openai_call(client, ex):
                 finish = choice.finish_reason or finish
             usage = c.usage.to_dict() if c.usage else usage
         view = {"content": "".join(parts), "finish_reason": finish, "usage": usage}
-        return "completions.create(stream)", view, rejected(chunks)
+        # No type check of the chunks: the SDK streams completions in its
+        # whole-reply type, whose finish_reason is not nullable, so every
+        # chunk but the last would fail it.
+        return "completions.create(stream)", view, []
     if path == "/v1/responses":
         if not stream:
             r = client.post(path, body=req, cast_to=Response)
