@@ -91,6 +91,25 @@ fn stream(request: Value, chunks: Vec<Value>) -> Exchange {
     }
 }
 
+/// A streamed "Hi" ending with `finish`, then mlx-lm's usage chunk whose
+/// `object` says `chat.completion` (the rules fail that constant).
+fn usage_labelled_stream(finish: &str) -> Exchange {
+    let request = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+                         "stream": true, "stream_options": {"include_usage": true}});
+    let usage = json!({"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4});
+    let chunks = vec![
+        chunk(
+            "chat.completion.chunk",
+            json!({"role": "assistant", "content": "Hi"}),
+            None,
+            None,
+        ),
+        chunk("chat.completion.chunk", json!({}), Some(finish), None),
+        chunk("chat.completion", json!({}), None, Some(usage)),
+    ];
+    stream(request, chunks)
+}
+
 fn grades(failures: &[Failure]) -> Vec<(&str, Grade)> {
     failures
         .iter()
@@ -119,23 +138,10 @@ fn an_error_body_off_openais_shape_is_degraded_by_the_clients_word() {
 /// rules fail the constant, and openai-python streams it, usage and all.
 #[test]
 fn a_usage_chunk_labelled_chat_completion_streams_fine_so_it_is_spec() {
-    let request = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
-                         "stream": true, "stream_options": {"include_usage": true}});
-    let usage = json!({"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4});
-    let chunks = vec![
-        chunk(
-            "chat.completion.chunk",
-            json!({"role": "assistant", "content": "Hi"}),
-            None,
-            None,
-        ),
-        chunk("chat.completion.chunk", json!({}), Some("stop"), None),
-        chunk("chat.completion", json!({}), None, Some(usage)),
-    ];
     let f = graded(
         r#"mode = "stream"
 check = [{ kind = "schema" }]"#,
-        &[stream(request, chunks)],
+        &[usage_labelled_stream("stop")],
     );
     assert_eq!(grades(&f), [("schema", Grade::Spec)]);
     let quote = f[0].client.as_deref().unwrap();
@@ -220,23 +226,10 @@ check = [{ kind = "status", equals = 400 }, { kind = "error_body" }]"#;
 /// any such reply, so the replay reads the accumulated completion instead.
 #[test]
 fn a_stream_cut_at_max_tokens_is_read_not_raised() {
-    let request = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1,
-                         "stream": true, "stream_options": {"include_usage": true}});
-    let usage = json!({"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4});
-    let chunks = vec![
-        chunk(
-            "chat.completion.chunk",
-            json!({"role": "assistant", "content": "Hi"}),
-            None,
-            None,
-        ),
-        chunk("chat.completion.chunk", json!({}), Some("length"), None),
-        chunk("chat.completion", json!({}), None, Some(usage)),
-    ];
     let f = graded(
         r#"mode = "stream"
 check = [{ kind = "schema" }]"#,
-        &[stream(request, chunks)],
+        &[usage_labelled_stream("length")],
     );
     assert_eq!(grades(&f), [("schema", Grade::Spec)]);
     let quote = f[0].client.as_deref().unwrap();

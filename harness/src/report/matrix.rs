@@ -256,37 +256,38 @@ impl Matrix {
                 });
             }
         }
-        let mut m = Matrix {
+        let columns: Vec<Column> = runs
+            .iter()
+            .map(|(name, r)| Column {
+                name: name.clone(),
+                version: None,
+                label: name.clone(),
+                target: r.run.target.clone(),
+                model: r.run.model.clone(),
+                flags: r.run.server_flags.clone(),
+                summary: r.summary,
+                wall_seconds: r.run.wall_seconds,
+                causes: r
+                    .cases
+                    .iter()
+                    .filter(|c| c.status.failed())
+                    .filter_map(|c| c.known_cause.as_deref().or(c.known_issue.as_deref()))
+                    .collect::<BTreeSet<_>>()
+                    .len(),
+                unattributed: r
+                    .cases
+                    .iter()
+                    .filter(|c| c.status.failed() && c.known_issue.is_none())
+                    .count(),
+                started: r.run.started.clone(),
+                tier: r.run.tier,
+                clients: r.run.clients.clone(),
+            })
+            .collect();
+        Matrix {
             format: "afm-test-matrix/2".into(),
-            about: About::of(&[]),
-            columns: runs
-                .iter()
-                .map(|(name, r)| Column {
-                    name: name.clone(),
-                    version: None,
-                    label: name.clone(),
-                    target: r.run.target.clone(),
-                    model: r.run.model.clone(),
-                    flags: r.run.server_flags.clone(),
-                    summary: r.summary,
-                    wall_seconds: r.run.wall_seconds,
-                    causes: r
-                        .cases
-                        .iter()
-                        .filter(|c| c.status.failed())
-                        .filter_map(|c| c.known_cause.as_deref().or(c.known_issue.as_deref()))
-                        .collect::<BTreeSet<_>>()
-                        .len(),
-                    unattributed: r
-                        .cases
-                        .iter()
-                        .filter(|c| c.status.failed() && c.known_issue.is_none())
-                        .count(),
-                    started: r.run.started.clone(),
-                    tier: r.run.tier,
-                    clients: r.run.clients.clone(),
-                })
-                .collect(),
+            about: About::of(&columns),
+            columns,
             rows: order
                 .into_iter()
                 .map(|id| {
@@ -314,9 +315,7 @@ impl Matrix {
                 })
                 .collect(),
             unavailable: Vec::new(),
-        };
-        m.about = About::of(&m.columns);
-        m
+        }
     }
 
     pub fn write(&self, dir: &Path) -> Result<()> {

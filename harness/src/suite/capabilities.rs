@@ -167,7 +167,7 @@ impl Capabilities {
             if self.found.contains_key(name) {
                 continue;
             }
-            if !chat_ok && NEED_CHAT.contains(&name) {
+            if !chat_ok && ALL[NEED_CHAT_FROM..].contains(&name) {
                 // Nothing else can be told apart; every case runs and shows why.
                 self.set(name, State::Broken, "not probed: chat completions fail");
                 continue;
@@ -180,17 +180,9 @@ impl Capabilities {
     }
 }
 
-/// The capabilities a probe can tell apart only when chat works.
-const NEED_CHAT: [&str; 8] = [
-    "streaming",
-    "completions",
-    "logprobs",
-    "tools",
-    "grammar",
-    "reasoning",
-    "prefix_cache",
-    "batch_invariance",
-];
+/// From here on in [`ALL`] (`streaming` onwards), a probe can tell a
+/// capability apart only when chat works.
+const NEED_CHAT_FROM: usize = 5;
 
 /// One capability's probe: its state and the evidence (`None`: not probed,
 /// as `batch_invariance`, whose cases are the test).
@@ -525,5 +517,18 @@ fn outcome(ex: &Exchange) -> String {
     match &ex.transport_error {
         Some(e) => format!("POST {}: {e}", ex.path),
         None => format!("POST {} -> {}", ex.path, ex.status),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The endpoints and server settings are probed whatever chat does;
+    /// every capability after them needs a working chat.
+    #[test]
+    fn the_probes_that_need_chat_start_after_cors() {
+        assert_eq!(ALL[NEED_CHAT_FROM - 1], "cors");
+        assert_eq!(ALL[NEED_CHAT_FROM], "streaming");
     }
 }
