@@ -143,3 +143,48 @@ fn two_clients_records_merge_into_one_report() {
     assert!(level.ttft.as_ref().unwrap().n == 16);
     assert!(merged.run.target.contains("2 clients merged"));
 }
+
+#[test]
+fn a_client_that_leaves_on_purpose_stops_reading_and_says_so() {
+    use afm_harness::server::{Leave, Outgoing};
+    use std::time::Duration;
+    // 200 ms to the first token, then 50 ms apart: 30 tokens take 1.65 s.
+    let url = mock::start(afm_harness::mock::MockArgs::timed(200.0, 50.0, 30));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let target = Target::http(&url, None);
+    let body = |stream: bool| {
+        serde_json::to_vec(
+            &serde_json::json!({"model": "mock", "max_tokens": 30, "stream": stream,
+            "messages": [{"role": "user", "content": "Count."}]}),
+        )
+        .unwrap()
+    };
+    let send = |leave: Leave, stream: bool| {
+        let mut out = Outgoing::post("/v1/chat/completions", body(stream));
+        out.leave = leave;
+        rt.block_on(target.send(out))
+    };
+
+    let whole = send(Leave::Never, true);
+    assert!(
+        !whole.left && whole.chunks.len() >= 30,
+        "{}",
+        whole.chunks.len()
+    );
+
+    let first = send(Leave::AfterFirstEvent, true);
+    assert!(first.left, "left after the first event");
+    assert_eq!(first.chunks.len(), 1);
+    assert!(first.millis < 1000.0, "{} ms", first.millis);
+
+    let gave_up = send(Leave::After(Duration::from_millis(60)), false);
+    assert!(gave_up.left, "{gave_up:?}");
+    assert!(
+        (60.0..1000.0).contains(&gave_up.millis),
+        "{} ms",
+        gave_up.millis
+    );
+}

@@ -34,6 +34,10 @@ pub struct Exchange {
     /// The stream went on past what the request's `max_tokens` allows,
     /// and reading stopped there: how far past.
     pub overran: Option<String>,
+    /// The client walked away before the reply ended, on purpose
+    /// (`server::Leave`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub left: bool,
     pub streamed: bool,
     pub millis: f64,
 }

@@ -23,7 +23,7 @@ use crate::clients::ClientOutcome;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::suite::capabilities::Capabilities;
-use crate::suite::checks::Failure;
+use crate::suite::checks::{Failure, Grade};
 use crate::suite::{Case, Tier};
 
 /// Report format version; readers refuse others.
@@ -69,6 +69,22 @@ impl Status {
     /// degraded, lenient.
     pub fn graded_apart(self) -> bool {
         matches!(self, Status::Spec | Status::Degraded | Status::Lenient)
+    }
+
+    /// A case's status from its failures' grades: the worst grade decides,
+    /// and a transport error (the case could not be carried out) outranks
+    /// them all.
+    pub fn graded(transport_error: bool, grades: impl IntoIterator<Item = Grade>) -> Status {
+        if transport_error {
+            return Status::Error;
+        }
+        match grades.into_iter().max_by_key(|g| g.weight()) {
+            Some(Grade::Fail) => Status::Fail,
+            Some(Grade::Degraded) => Status::Degraded,
+            Some(Grade::Spec) => Status::Spec,
+            Some(Grade::Lenient) => Status::Lenient,
+            None => Status::Pass,
+        }
     }
 }
 
@@ -146,6 +162,12 @@ impl CaseResult {
     }
 
     fn not_run(section: &str, case: &Case, status: Status, reason: String) -> Self {
+        Self::of_case(section, case, status, Some(reason))
+    }
+
+    /// A result for `case` with no failures, steps or time yet: the one
+    /// place a case's identity is copied into its result.
+    pub fn of_case(section: &str, case: &Case, status: Status, reason: Option<String>) -> Self {
         CaseResult {
             id: case.id.clone(),
             name: case.name.clone(),
@@ -153,7 +175,7 @@ impl CaseResult {
             tier: case.tier,
             seeds: case.seeds.clone(),
             status,
-            reason: Some(reason),
+            reason,
             failures: Vec::new(),
             steps: Vec::new(),
             millis: 0.0,
@@ -357,4 +379,27 @@ pub fn write_text(path: &Path, text: &str) -> Result<()> {
 pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value)?;
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_grade_decides_and_a_transport_error_outranks_all() {
+        use Grade::*;
+        assert_eq!(Status::graded(false, []), Status::Pass);
+        assert_eq!(Status::graded(false, [Lenient, Spec]), Status::Spec);
+        assert_eq!(
+            Status::graded(false, [Spec, Degraded, Lenient]),
+            Status::Degraded
+        );
+        assert_eq!(
+            Status::graded(false, [Lenient, Fail, Degraded]),
+            Status::Fail
+        );
+        assert_eq!(Status::graded(false, [Lenient]), Status::Lenient);
+        assert_eq!(Status::graded(true, []), Status::Error);
+        assert_eq!(Status::graded(true, [Fail]), Status::Error);
+    }
 }

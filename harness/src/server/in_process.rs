@@ -101,13 +101,13 @@ impl InProcess {
         };
         ex.status = response.status().as_u16();
         ex.headers = headers_of(response.headers());
-        let mut reader = BodyReader::new(ex);
+        let mut reader = BodyReader::new(ex, out.leave);
         let mut data = response.into_body().into_data_stream();
         while let Some(piece) = data.next().await {
             match piece {
                 Ok(bytes) => {
                     reader.feed(&bytes, millis_since(start), ex);
-                    if reader.overran(ex) {
+                    if reader.stops(ex) {
                         break;
                     }
                 }

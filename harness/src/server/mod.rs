@@ -50,6 +50,20 @@ pub enum Auth {
     Wrong,
 }
 
+/// When a client walks away from its request on purpose, as real ones do
+/// (a closed tab, a user who gave up): the soak's dropped streams and
+/// abandoned requests. The exchange then says it `left`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Leave {
+    /// Reads the reply to its end.
+    #[default]
+    Never,
+    /// Drops the connection after the stream's first event.
+    AfterFirstEvent,
+    /// Drops it after this long, whatever has come by then.
+    After(std::time::Duration),
+}
+
 /// One request as sent.
 #[derive(Debug, Clone)]
 pub struct Outgoing {
@@ -59,6 +73,7 @@ pub struct Outgoing {
     /// Extra headers (lower-case names).
     pub headers: Vec<(String, String)>,
     pub auth: Auth,
+    pub leave: Leave,
 }
 
 impl Outgoing {
@@ -69,6 +84,7 @@ impl Outgoing {
             body: None,
             headers: Vec::new(),
             auth: Auth::Given,
+            leave: Leave::Never,
         }
     }
 
@@ -228,9 +244,32 @@ impl Target {
             Auth::Missing => None,
             Auth::Wrong => Some("afm-test-wrong-key".to_string()),
         };
+        let exchange = self.exchange(&out, key, body, start, &mut ex);
+        match out.leave {
+            Leave::After(after) => {
+                let at = tokio::time::Instant::from_std(start + after);
+                if tokio::time::timeout_at(at, exchange).await.is_err() {
+                    ex.left = true;
+                }
+            }
+            _ => exchange.await,
+        }
+        ex.millis = millis_since(start);
+        ex
+    }
+
+    /// Sends `out` and reads its reply into `ex`.
+    async fn exchange(
+        &self,
+        out: &Outgoing,
+        key: Option<String>,
+        body: Vec<u8>,
+        start: Instant,
+        ex: &mut Exchange,
+    ) {
         match self {
             #[cfg(feature = "engine")]
-            Target::InProcess(t) => t.send(&out, key.as_deref(), body, start, &mut ex).await,
+            Target::InProcess(t) => t.send(out, key.as_deref(), body, start, ex).await,
             Target::Http {
                 client,
                 base,
@@ -258,13 +297,11 @@ impl Target {
                     req = req.header(name.as_str(), value.as_str());
                 }
                 match req.send().await {
-                    Ok(r) => read_http(r, start, &mut ex).await,
+                    Ok(r) => read_http(r, out.leave, start, ex).await,
                     Err(e) => ex.transport_error = Some(timeout_named(&e, "no reply headers came")),
                 }
             }
         }
-        ex.millis = millis_since(start);
-        ex
     }
 }
 
@@ -326,10 +363,10 @@ fn headers_of(h: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {
         .collect()
 }
 
-async fn read_http(mut r: reqwest::Response, start: Instant, ex: &mut Exchange) {
+async fn read_http(mut r: reqwest::Response, leave: Leave, start: Instant, ex: &mut Exchange) {
     ex.status = r.status().as_u16();
     ex.headers = headers_of(r.headers());
-    let mut reader = BodyReader::new(ex);
+    let mut reader = BodyReader::new(ex, leave);
     let mut read = 0usize;
     loop {
         match r.chunk().await {
@@ -343,7 +380,7 @@ async fn read_http(mut r: reqwest::Response, start: Instant, ex: &mut Exchange) 
                     break;
                 }
                 reader.feed(&bytes, millis_since(start), ex);
-                if reader.overran(ex) {
+                if reader.stops(ex) {
                     break;
                 }
             }
@@ -378,29 +415,45 @@ fn event_cap(request: &Value) -> Option<usize> {
 /// SSE stream split into events.
 struct BodyReader {
     sse: bool,
+    leave: Leave,
     /// Stream events the request's token budget allows at most (None: it
     /// sets none).
     event_cap: Option<usize>,
     pending: Vec<u8>,
     /// The `event:` field of the event being read.
     event: String,
-    /// Its `data:` lines.
-    data: Vec<String>,
+    /// Its `data:` lines, joined by newlines as SSE joins them (one
+    /// buffer, reused: an event costs no allocation of its own here).
+    data: String,
+    /// Whether the event has a `data:` line (it may be empty).
+    has_data: bool,
 }
 
 impl BodyReader {
-    fn new(ex: &Exchange) -> Self {
+    fn new(ex: &Exchange, leave: Leave) -> Self {
         let sse = ex
             .headers
             .get("content-type")
             .is_some_and(|c| c.starts_with("text/event-stream"));
         BodyReader {
             sse,
+            leave,
             event_cap: event_cap(&ex.request),
             pending: Vec::new(),
             event: String::new(),
-            data: Vec::new(),
+            data: String::new(),
+            has_data: false,
         }
+    }
+
+    /// Whether reading stops here: the client leaves after the first
+    /// event, or the stream overran.
+    fn stops(&self, ex: &mut Exchange) -> bool {
+        if self.leave == Leave::AfterFirstEvent && !ex.chunks.is_empty() {
+            ex.left = true;
+            return true;
+        }
+        self.overran(ex)
     }
 
     /// Whether the stream has gone past what its request's `max_tokens`
@@ -427,17 +480,26 @@ impl BodyReader {
             return;
         }
         // Lines are split on bytes: a multi-byte character cut between
-        // two network chunks is whole again before it is decoded.
-        while let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=at).collect();
-            let text = String::from_utf8_lossy(&line);
-            if std::str::from_utf8(&line).is_err() {
-                // Read on as decoded, but a stream rule fails on it.
-                ex.malformed_lines
-                    .push(format!("invalid UTF-8: {}", text.trim_end()));
+        // two network chunks is whole again before it is decoded. Whole
+        // lines are read in place and dropped from the buffer at once.
+        let pending = std::mem::take(&mut self.pending);
+        let mut start = 0;
+        while let Some(len) = pending[start..].iter().position(|&b| b == b'\n') {
+            let line = &pending[start..start + len];
+            start += len + 1;
+            match std::str::from_utf8(line) {
+                Ok(text) => self.line(text.trim_end_matches('\r'), at_millis, ex),
+                Err(_) => {
+                    // Read on as decoded, but a stream rule fails on it.
+                    let text = String::from_utf8_lossy(line);
+                    ex.malformed_lines
+                        .push(format!("invalid UTF-8: {}", text.trim_end()));
+                    self.line(text.trim_end_matches('\r'), at_millis, ex);
+                }
             }
-            self.line(text.trim_end_matches(['\n', '\r']), at_millis, ex);
         }
+        self.pending = pending;
+        self.pending.drain(..start);
     }
 
     fn finish(mut self, at_millis: f64, ex: &mut Exchange) {
@@ -468,9 +530,13 @@ impl BodyReader {
             return;
         }
         match line.strip_prefix("data:") {
-            Some(data) => self
-                .data
-                .push(data.strip_prefix(' ').unwrap_or(data).to_string()),
+            Some(data) => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(data.strip_prefix(' ').unwrap_or(data));
+                self.has_data = true;
+            }
             // `id:` / `retry:` fields are legal SSE.
             None if line.starts_with("id:") || line.starts_with("retry:") => {}
             None => ex.malformed_lines.push(line.to_string()),
@@ -479,25 +545,26 @@ impl BodyReader {
 
     fn dispatch(&mut self, at_millis: f64, ex: &mut Exchange) {
         let event = std::mem::take(&mut self.event);
-        if self.data.is_empty() {
+        if !std::mem::take(&mut self.has_data) {
             return;
         }
-        let data = std::mem::take(&mut self.data).join("\n");
+        let data = self.data.as_str();
         if data == "[DONE]" {
             ex.done_marker = true;
-            return;
-        }
-        if ex.done_marker {
-            ex.malformed_lines.push(format!("after [DONE]: {data}"));
-        }
-        match serde_json::from_str(&data) {
-            Ok(v) => {
-                ex.chunks.push(v);
-                ex.events.push(event);
-                ex.chunk_millis.push(at_millis);
+        } else {
+            if ex.done_marker {
+                ex.malformed_lines.push(format!("after [DONE]: {data}"));
             }
-            Err(_) => ex.malformed_lines.push(format!("data: {data}")),
+            match serde_json::from_str(data) {
+                Ok(v) => {
+                    ex.chunks.push(v);
+                    ex.events.push(event);
+                    ex.chunk_millis.push(at_millis);
+                }
+                Err(_) => ex.malformed_lines.push(format!("data: {data}")),
+            }
         }
+        self.data.clear();
     }
 }
 
@@ -534,7 +601,7 @@ mod tests {
         let mut ex = Exchange::default();
         ex.headers
             .insert("content-type".into(), "text/event-stream".into());
-        let mut reader = BodyReader::new(&ex);
+        let mut reader = BodyReader::new(&ex, Leave::Never);
         let bytes = text.as_bytes();
         let step = bytes.len().div_ceil(pieces);
         for chunk in bytes.chunks(step) {

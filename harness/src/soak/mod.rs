@@ -138,18 +138,12 @@ struct Ended {
 
 /// Runs the soak and judges it.
 pub async fn run(args: &SoakArgs, note: impl Fn(&str)) -> Result<SoakReport> {
-    // Idle connections are dropped before a server's idle timeout (afm-
-    // serve's is 30 s), so a close racing a reuse is not taken for a
-    // connection the server broke.
-    let http = reqwest::Client::builder()
-        .pool_idle_timeout(Duration::from_secs(5))
-        .build()?;
-    let (_, base, model) = args.server.resolve(Duration::from_secs(60)).await?;
+    // A fresh connection per request (`Target::http`), so a close racing
+    // a reuse is never taken for a connection the server broke.
+    let (target, base, model) = args.server.resolve(Duration::from_secs(300)).await?;
     let client = Arc::new(Client {
-        http,
-        base: base.clone(),
+        target,
         model: model.clone(),
-        api_key: args.server.api_key.clone(),
     });
     let ended: Arc<Mutex<Vec<Ended>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));

@@ -3,11 +3,14 @@
 //! give up, and bodies broken on purpose. Each request's end is one
 //! [`Ending`].
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::Rng;
 use serde_json::{json, Value};
+
+use crate::protocol::exchange::Exchange;
+use crate::server::{Leave, Outgoing, Target};
 
 /// One kind of request of the mix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,11 +74,11 @@ const PROMPTS: [&str; 6] = [
     "What is the capital of Italy?",
 ];
 
+/// The soak's client: requests go through the harness's one way to reach
+/// a server ([`Target`]), which also walks away from them on purpose.
 pub struct Client {
-    pub http: reqwest::Client,
-    pub base: String,
+    pub target: Target,
     pub model: String,
-    pub api_key: Option<String>,
 }
 
 impl Client {
@@ -138,38 +141,27 @@ impl Client {
             Kind::Fuzzed => fuzz(&chat(json!({})).to_string(), rng),
             _ => body.to_string(),
         };
-        let started = Instant::now();
-        let mut req = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .header("anthropic-version", "2023-06-01")
-            .timeout(match kind {
-                Kind::Cancel => Duration::from_millis(300),
-                _ => Duration::from_secs(300),
-            })
-            .body(raw);
-        if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key);
-        }
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) if kind == Kind::Cancel && e.is_timeout() => return Ending::Left,
-            Err(e) => return Ending::Broken(short(&e)),
+        let mut out = Outgoing::post(path, raw.into_bytes());
+        out.headers
+            .push(("anthropic-version".into(), "2023-06-01".into()));
+        out.leave = match kind {
+            Kind::Disconnect => Leave::AfterFirstEvent,
+            Kind::Cancel => Leave::After(Duration::from_millis(300)),
+            _ => Leave::Never,
         };
-        let status = resp.status().as_u16();
-        let mut resp = resp;
-        if kind == Kind::Disconnect && status == 200 {
-            let _ = resp.chunk().await;
+        Ending::of(&self.target.send(out).await)
+    }
+}
+
+impl Ending {
+    fn of(ex: &Exchange) -> Ending {
+        if ex.left {
             return Ending::Left;
         }
-        loop {
-            match resp.chunk().await {
-                Ok(Some(_)) => {}
-                Ok(None) => return Ending::Status(status, started.elapsed()),
-                Err(e) if kind == Kind::Cancel && e.is_timeout() => return Ending::Left,
-                Err(e) => return Ending::Broken(short(&e)),
-            }
+        // A stream past its token budget never ends on its own: broken.
+        match (&ex.transport_error, &ex.overran) {
+            (Some(why), _) | (None, Some(why)) => Ending::Broken(why.clone()),
+            (None, None) => Ending::Status(ex.status, Duration::from_secs_f64(ex.millis / 1000.0)),
         }
     }
 }
@@ -178,14 +170,6 @@ fn merge(body: &mut Value, extra: Value) {
     if let (Some(b), Value::Object(e)) = (body.as_object_mut(), extra) {
         b.extend(e);
     }
-}
-
-fn short(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    if let Some(url) = e.url() {
-        s = s.replace(url.as_str(), "URL");
-    }
-    s
 }
 
 /// A valid body broken one way: cut short, one byte changed, or a field

@@ -13,9 +13,8 @@ use crate::protocol::dialect::Dialect;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
-use crate::server::{Outgoing, Target};
+use crate::server::{Leave, Outgoing, Target};
 use crate::suite::capabilities::Capabilities;
-use crate::suite::checks::Grade;
 use crate::suite::filler;
 use crate::suite::{Case, Mode, Scenario, Section, Selection};
 
@@ -229,29 +228,12 @@ async fn run_case(
         regrade(case, &mut failures, &replayed);
     }
     let errored = steps.iter().find_map(|s| s.transport_error.clone());
-    let worst = failures.iter().map(|f| f.grade).max_by_key(|g| g.weight());
-    let status = match (&errored, worst) {
-        (Some(_), _) => Status::Error,
-        (None, Some(Grade::Fail)) => Status::Fail,
-        (None, Some(Grade::Degraded)) => Status::Degraded,
-        // Off the published schema's letter only.
-        (None, Some(Grade::Spec)) => Status::Spec,
-        (None, Some(Grade::Lenient)) => Status::Lenient,
-        (None, None) => Status::Pass,
-    };
+    let status = Status::graded(errored.is_some(), failures.iter().map(|f| f.grade));
     CaseResult {
-        id: case.id.clone(),
-        name: case.name.clone(),
-        section: section.to_string(),
-        tier: case.tier,
-        seeds: case.seeds.clone(),
-        status,
-        reason: errored,
         failures,
         steps,
         millis: start.elapsed().as_secs_f64() * 1000.0,
-        known_issue: None,
-        known_cause: None,
+        ..CaseResult::of_case(section, case, status, errored)
     }
 }
 
@@ -465,6 +447,7 @@ fn outgoing(case: &Case, method: &str, path: &str, body: Option<Vec<u8>>) -> Out
             .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
             .collect(),
         auth: case.auth,
+        leave: Leave::Never,
     }
 }
 
