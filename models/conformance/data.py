@@ -6,21 +6,29 @@ same on every machine and nothing is downloaded. Kinds:
 - short tasks with short reasoning: arithmetic, primes, parity, lookups
   (capitals, the answer stated in the prompt), string tasks, counting,
   greetings, short texts from a topic table, JSON answers;
-- long thinking: asked to think at length, the reasoning walks through
-  hundreds of steps (more than 1,000 tokens), then answers;
+- long context: a system turn of dozens of made-up notes, then a plain
+  question answered as asked (no call: no tools are offered);
+- long thinking: asked to think at length, the reasoning counts down or
+  sums down to 1 (more than 1,000 tokens; each step shows how far there is
+  to go, so the block closes once done), then answers;
 - tools (Hermes JSON in the system turn): one call, several calls, no
   fitting tool (a plain answer), answers from <tool_response> turns, and
-  two-step tool loops; schemas of every JSON type, nested objects, arrays
-  and enums;
+  two-step tool loops; 16 written tools and 240 made from tables
+  (GeneratedTool: every JSON type, nested objects, arrays, enums of strings
+  and integers, some parameters required), whose reasoning reads the
+  schema back before the call;
 - each with thinking on (the template opens `<think>`, the model writes its
   reasoning and closes it) or off (an empty closed block, then the answer),
-  and some whose reasoning a server cut short by forcing `</think>`.
+  and some whose reasoning a server cut short by forcing `</think>` or
+  `\n</think>\n\n` (the forced end is in the prompt, tokenized as a server
+  sends it).
 
 An example is the rendered prompt (the model's own chat template, as a
 server renders it) and the completion the model should write, ending with
 `<|im_end|>`. Held-out examples come from another seed, and use tools and
 topics training never sees; they keep their messages and tools for the
-evaluation.
+evaluation. Held out: 4 written tools and 12 made from another seed, and
+3 topics.
 
     python data.py --train train.jsonl --heldout heldout.jsonl [--seed 0]
 """
@@ -369,9 +377,156 @@ class Tools:
             req += ", and " + ("recommend it" if rec else "do not recommend it")
         return req + ".", args, "Rated.", f"{title} is rated {stars} stars."
 
+class GeneratedTool:
+    """A tool made from tables: a verb, a noun and a few parameters of every
+    JSON type (strings, integers, numbers, booleans, enums of strings and of
+    integers, arrays, nested objects), some required. Requests name the
+    parameters they set in plain words, so the model learns to read any
+    schema, not to remember a few."""
+
+    VERBS = ["get", "find", "create", "update", "delete", "list", "check", "send", "book", "cancel", "start",
+             "track", "count", "rename", "archive", "reserve", "measure", "schedule", "log", "register",
+             "export", "filter", "share", "assign", "publish", "restore", "print", "order", "rate", "scan"]
+    NOUNS = ["invoice", "ticket", "package", "recipe", "playlist", "task", "note", "device", "account", "photo",
+             "contract", "shipment", "report", "room", "course", "vehicle", "plant", "budget", "album", "lesson",
+             "subscription", "camera", "badge", "printer", "parcel", "workout", "garden", "bottle", "poster", "song"]
+
+    @staticmethod
+    def params():
+        """(name, schema, value maker, words for a value) of every kind."""
+        S, I, N, B = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
+        arr = lambda item: {"type": "array", "items": item}
+        words = lambda v: str(v)
+        listed = lambda v: " and ".join(map(str, v)) if len(v) < 3 else ", ".join(map(str, v[:-1])) + " and " + str(v[-1])
+        quoted_enum = lambda *v: {"type": "string", "enum": list(v)}
+        return [
+            ("city", S, lambda r: r.choice(CITIES), words),
+            ("owner", S, lambda r: r.choice(NAMES), words),
+            ("title", S, lambda r: r.choice(WORDS).capitalize() + " " + r.choice(WORDS), words),
+            ("color", S, lambda r: r.choice(COLORS), words),
+            ("email", S, lambda r: r.choice(NAMES).lower() + "@example.com", words),
+            ("code", S, lambda r: f"{r.choice('ABCDEFGH')}{r.choice('KLMNPRST')}-{r.randint(100, 999)}", words),
+            ("date", S, lambda r: f"2026-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}", words),
+            ("message", S, lambda r: r.choice(["see you soon", "all done", "running late", "call me back", "thanks a lot"]), lambda v: f'"{v}"'),
+            ("count", I, lambda r: r.randint(1, 20), words),
+            ("quantity", I, lambda r: r.randint(1, 50), words),
+            ("year", I, lambda r: r.randint(1990, 2030), words),
+            ("days", I, lambda r: r.randint(1, 30), words),
+            ("limit", {**I, "minimum": 1, "maximum": 100}, lambda r: r.randint(1, 100), words),
+            ("floor", I, lambda r: r.randint(-2, 40), words),
+            ("price", N, lambda r: round(r.uniform(1, 500), 2), words),
+            ("weight", N, lambda r: r.choice([r.randint(1, 90), round(r.uniform(0.1, 90), 1)]), words),
+            ("distance", N, lambda r: round(r.uniform(0.5, 300), 1), words),
+            ("rating", {**N, "minimum": 0, "maximum": 5}, lambda r: r.choice([1, 2, 3, 4, 5, 3.5, 4.5]), words),
+            ("urgent", B, lambda r: r.choice([True, False]), None),
+            ("public", B, lambda r: r.choice([True, False]), None),
+            ("notify", B, lambda r: r.choice([True, False]), None),
+            ("express", B, lambda r: r.choice([True, False]), None),
+            ("size", quoted_enum("small", "medium", "large"), lambda r: r.choice(["small", "medium", "large"]), words),
+            ("status", quoted_enum("open", "closed", "pending"), lambda r: r.choice(["open", "closed", "pending"]), words),
+            ("level", quoted_enum("low", "medium", "high"), lambda r: r.choice(["low", "medium", "high"]), words),
+            ("format", quoted_enum("pdf", "csv", "json", "txt"), lambda r: r.choice(["pdf", "csv", "json", "txt"]), words),
+            ("weekday", quoted_enum("monday", "tuesday", "wednesday", "thursday", "friday"),
+             lambda r: r.choice(["monday", "tuesday", "wednesday", "thursday", "friday"]), words),
+            ("priority", {"type": "integer", "enum": [1, 2, 3]}, lambda r: r.randint(1, 3), words),
+            ("tags", arr(S), lambda r: r.sample(WORDS, r.randint(1, 3)), listed),
+            ("recipients", arr(S), lambda r: [n.lower() + "@example.com" for n in r.sample(NAMES, r.randint(1, 3))], listed),
+            ("ids", arr(I), lambda r: r.sample(range(1, 500), r.randint(2, 4)), listed),
+            ("scores", arr(N), lambda r: [round(r.uniform(0, 10), 1) for _ in range(r.randint(2, 4))], listed),
+            ("address", schema({"street": S, "city": S, "zip": S}, ["city"]), None, None),
+            ("dimensions", schema({"width": N, "height": N}, ["width", "height"]), None, None),
+            ("contact", schema({"name": S, "phone": S}, ["name"]), None, None),
+        ]
+
+    def __init__(self, r: random.Random, names: set[str]):
+        while True:
+            verb, noun = r.choice(self.VERBS), r.choice(self.NOUNS)
+            self.name = f"{verb}_{noun}"
+            if self.name not in names:
+                break
+        self.verb, self.noun = verb, noun
+        self.props = r.sample(self.params(), r.randint(1, 4))
+        required = [p[0] for p in self.props if r.random() < 0.6] or [self.props[0][0]]
+        self.required = [p[0] for p in self.props if p[0] in required]
+        self.spec = tool(self.name, f"{verb.capitalize()} a {noun}.",
+                         schema({p[0]: p[1] for p in self.props}, self.required))
+
+    @staticmethod
+    def value(r, name, sch, maker):
+        if maker is not None:
+            return maker(r)
+        out = {}
+        for key, sub in sch["properties"].items():
+            if key in sch["required"] or r.random() < 0.5:
+                out[key] = {"street": lambda: f"{r.randint(1, 99)} {r.choice(WORDS).capitalize()} Street",
+                            "city": lambda: r.choice(CITIES), "zip": lambda: str(r.randint(10000, 99999)),
+                            "width": lambda: r.randint(1, 200), "height": lambda: round(r.uniform(1, 200), 1),
+                            "name": lambda: r.choice(NAMES), "phone": lambda: f"555-{r.randint(1000, 9999)}"}[key]()
+        return out
+
+    @staticmethod
+    def phrase(r, name, value, say):
+        label = name.replace("_", " ")
+        if isinstance(value, bool):
+            return r.choice([f"{label} {'yes' if value else 'no'}", f"{label} set to {'true' if value else 'false'}",
+                             f"{'' if value else 'not '}{label}".strip()])
+        if isinstance(value, dict):
+            inner = ", ".join(f"{k} {v}" for k, v in value.items())
+            return r.choice([f"{label} with {inner}", f"{label}: {inner}"])
+        return r.choice([f"{label} {say(value)}", f"{label} {say(value)}", f"the {label} {say(value)}", f"{label}: {say(value)}"])
+
+    def make(self, r):
+        """A request, its arguments, the tool's result and the answer."""
+        chosen = [p for p in self.props if p[0] in self.required or r.random() < 0.5]
+        r.shuffle(chosen)
+        args = {name: self.value(r, name, sch, maker) for name, sch, maker, _ in chosen}
+        parts = [self.phrase(r, name, args[name], say) for name, _, _, say in chosen]
+        said = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        article = "an" if self.noun[0] in "aeiou" else "a"
+        req = r.choice([f"{self.verb.capitalize()} {article} {self.noun} with {said}.",
+                        f"Please {self.verb} the {self.noun}: {said}.",
+                        f"I need to {self.verb} {article} {self.noun}, {said}.",
+                        f"Can you {self.verb} {article} {self.noun}? Use {said}."])
+        ref = r.randint(100, 999)
+        return req, args, json.dumps({"ok": True, "id": ref}), f"Done: your {self.noun} request {ref} went through."
+
+    def entry(self):
+        """As Tools lists them: (spec, make)."""
+        return self.spec, self.make
+
+
+def generated_tools(seed: int, n: int, taken: set[str]) -> list:
+    r = random.Random(seed)
+    names, out = set(taken), []
+    for _ in range(n):
+        g = GeneratedTool(r, names)
+        names.add(g.name)
+        out.append(g.entry())
+    return out
+
 
 def is_prime(n: int) -> bool:
     return n > 1 and all(n % d for d in range(2, int(n**0.5) + 1))
+
+
+def type_words(sch: dict) -> str:
+    if "enum" in sch:
+        return "one of " + ", ".join(json.dumps(v) for v in sch["enum"])
+    if sch.get("type") == "array":
+        return f"array of {type_words(sch['items'])}"
+    if sch.get("type") == "object":
+        return "object: " + ", ".join(f"{k} {type_words(v)}" for k, v in sch["properties"].items())
+    return sch.get("type", "any")
+
+
+def describe(spec: dict) -> str:
+    """The schema read back in the reasoning: what a small model copies from
+    the system turn before it writes the arguments."""
+    f = spec["function"]
+    params = f["parameters"]
+    said = "; ".join(f"{k} ({type_words(v)})" for k, v in params["properties"].items())
+    need = params.get("required", [])
+    return f"{f['name']} takes {said}" + (f"; it needs {', '.join(need)}." if need else ".")
 
 
 class Generator:
@@ -379,8 +534,17 @@ class Generator:
         self.r = random.Random(seed)
         self.heldout = heldout
         tools = Tools()
-        self.tools = tools.heldout + tools.train[:6] if heldout else tools.train
-        self.distractors = tools.train
+        taken = {t["function"]["name"] for t, _ in tools.all}
+        made = generated_tools(0, GENERATED, taken)
+        # Held out: tools of another seed, none named as a training one.
+        unseen = generated_tools(1000, 12, taken | {t["function"]["name"] for t, _ in made})
+        # Pools a request's tool is drawn from, by weight.
+        if heldout:
+            self.pools = [(0.4, tools.heldout), (0.3, tools.train[:6]), (0.3, unseen)]
+        else:
+            self.pools = [(0.5, tools.train), (0.5, made)]
+        self.tools = [t for _, pool in self.pools for t in pool]
+        self.distractors = tools.train + made
         self.topics = TOPICS[-HELD_OUT_TOPICS:] if heldout else TOPICS[:-HELD_OUT_TOPICS]
         env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
         env.filters["tojson"] = lambda x, **_: json.dumps(x, ensure_ascii=False)
@@ -514,39 +678,59 @@ class Generator:
             q = f"List these colors as JSON under the key colors: {', '.join(cs)}."
         return q, "A JSON object is asked; I write it with the given values.", json.dumps(obj)
 
-    def long_thinking(self):
-        """Reasoning of hundreds of steps (well over 1,000 tokens)."""
+    def code_word(self):
+        w = self.r.choice(WORDS).upper()
+        return f"The code word is {w}. Repeat the code word.", f"The code word is {w}.", w
+
+    def long_context(self):
+        """A long system turn of made-up notes, then a plain question: answered
+        from the question, with no call (no tools are offered)."""
         r = self.r
-        kind = r.randrange(3)
-        if kind == 0:
-            n = r.randint(130, 170)
-            steps, total = [], 0
-            for k in range(1, n + 1):
-                total += k
-                steps.append(f"Add {k}: {total}.")
-            q = r.choice([f"Think at length: add up every number from 1 to {n}, one step at a time.",
-                          f"Think step by step in great detail: what is the sum of the numbers from 1 to {n}?"])
-            return q, "I start at 0 and add each number in turn. " + " ".join(steps), f"The sum of the numbers from 1 to {n} is {total}."
-        if kind == 1:
-            n = r.randint(250, 320)
-            q = r.choice([f"Think at length and count slowly from 1 to {n} before you answer: how many numbers is that?",
-                          f"Think carefully and at length: count every number from 1 to {n}."])
-            return q, "I count each number. " + ", ".join(map(str, range(1, n + 1))) + ".", f"There are {n} numbers from 1 to {n}."
-        n = r.choice([d for d in range(101, 150, 2) if is_prime(d)] + [r.choice([119, 133, 143])])
-        steps = []
-        found = None
-        for d in range(2, n):
-            if n % d == 0:
-                steps.append(f"{n} / {d} = {n // d} exactly.")
-                found = d
-                break
-            steps.append(f"{n} / {d} leaves {n % d}.")
-        q = r.choice([f"Think at length: check every divisor of {n} one by one. Is it prime?",
-                      f"Reason in great detail, trying each divisor in turn: is {n} a prime number?"])
-        answer = f"No, {n} is divisible by {found}." if found else f"Yes, {n} is a prime number."
-        return q, f"I try every divisor from 2 upwards. " + " ".join(steps), answer
+        subjects = ["The lighthouse", "A merchant", "The library", "Every bell", "The northern gate", "A fox",
+                    "The tailor", "Our kitchen", "The ferry", "Each window"]
+        verbs = ["keeps", "opens", "counts", "watches", "paints", "carries", "hides", "repairs"]
+        objects = ["the blue lantern", "two copper keys", "a map of the coast", "the morning bread",
+                   "eleven paper boats", "the winter coats", "a silver whistle", "the long table"]
+        n = r.randint(20, 45)
+        notes = " ".join(f"{r.choice(['Rule', 'Note', 'Item'])} {i}: {r.choice(subjects)} {r.choice(verbs)} {r.choice(objects)}."
+                         for i in range(n))
+        q, why, ans = r.choice([self.code_word, self.code_word, self.arithmetic, self.capital, self.string_task])()
+        thinking = r.random() < 0.65
+        msgs = [{"role": "system", "content": f"{r.choice(['Manual', 'Handbook', 'Notes'])} {r.randint(1, 99999)}. {notes}"},
+                {"role": "user", "content": q}]
+        return self.example("long_context", msgs, why, ans, thinking=thinking)
+
+    def long_thinking(self):
+        """Reasoning of hundreds of steps (over 1,000 tokens) whose end each
+        step shows (counting down to 1), so the block closes once done."""
+        r = self.r
+        if r.random() < 0.5:
+            n = r.randint(240, 290)
+            q = r.choice([f"Think at length: count down from {n} to 1, one number at a time, then say done.",
+                          f"Think carefully and at length: count backwards from {n} to 1 before you answer.",
+                          f"Think at length. Count down from {n} to 1, then tell me how many numbers you said."])
+            return (q, f"I count down from {n}. " + ", ".join(map(str, range(n, 0, -1))) + ". I reached 1.",
+                    f"Done: I counted down from {n} to 1, {n} numbers.")
+        n = r.randint(100, 120)
+        steps, total = [], n
+        for k in range(n - 1, 0, -1):
+            total += k
+            steps.append(f"Add {k}: {total}.")
+        q = r.choice([f"Think at length: add up every number from {n} down to 1, one step at a time.",
+                      f"Think step by step in great detail: what is the sum of the numbers from 1 to {n}? Add from {n} down.",
+                      f"Think at length and add the numbers from {n} down to 1 one by one."])
+        return q, f"I start at {n} and add each smaller number in turn. " + " ".join(steps) + " I reached 1.", \
+            f"The sum of the numbers from 1 to {n} is {total}."
 
     # -- rendering -------------------------------------------------------
+    def pick_tool(self):
+        x = self.r.random()
+        for weight, pool in self.pools:
+            if x < weight:
+                return self.r.choice(pool)
+            x -= weight
+        return self.r.choice(self.pools[-1][1])
+
     def render(self, messages, tools=None, thinking=True):
         kwargs = {"messages": messages, "add_generation_prompt": True}
         if tools:
@@ -554,6 +738,10 @@ class Generator:
         if not thinking:
             kwargs["enable_thinking"] = False
         return self.template.render(**kwargs)
+
+    @staticmethod
+    def calls_said(calls):
+        return " ".join(f"I call {nm} with {', '.join(f'{k} {json.dumps(v)}' for k, v in a.items())}." for nm, a in calls)
 
     @staticmethod
     def call_text(calls):
@@ -567,9 +755,12 @@ class Generator:
         elif cut:
             # A server ended the reasoning early by forcing `</think>`: the
             # model answers anyway. The cut reasoning belongs to the prompt.
+            # Servers force `</think>` or, as afm does, `\n</think>\n\n`
+            # (whose `\n\n` is one token, unlike the model's own ending).
             words = reasoning.split(" ")
-            prompt += " ".join(words[: self.r.randint(1, max(1, len(words) - 1))]) + "</think>"
-            completion = "\n\n" + reply + END
+            end = self.r.choice(["</think>", "\n</think>\n\n"])
+            prompt += " ".join(words[: self.r.randint(1, max(1, len(words) - 1))]) + end
+            completion = ("\n\n" if end == "</think>" else "") + reply + END
         else:
             completion = reasoning + "\n</think>\n\n" + reply + END
         ex = {"kind": kind, "prompt": prompt, "completion": completion}
@@ -586,7 +777,7 @@ class Generator:
     def chat(self, task, kind):
         q, why, ans = task()
         thinking = self.r.random() < 0.65
-        cut = thinking and not self.heldout and kind != "json" and self.r.random() < 0.08
+        cut = thinking and not self.heldout and kind != "json" and self.r.random() < 0.12
         msgs = self.system([{"role": "user", "content": q}])
         if self.r.random() < 0.12:
             q0, why0, a0 = self.greeting() if self.r.random() < 0.5 else self.arithmetic()
@@ -604,20 +795,26 @@ class Generator:
         """One call, or several for a request that needs them."""
         r = self.r
         n = 1 if r.random() < 0.75 else r.randint(2, 3)
-        specs = [r.choice(self.tools)]
+        specs = [self.pick_tool()]
         if n > 1 and r.random() < 0.5:
             specs = [specs[0]] * n  # the same tool for several items
         else:
-            specs += r.sample(self.tools, n - 1)
+            names = {specs[0][0]["function"]["name"]}
+            while len(specs) < n:
+                spec = self.pick_tool()
+                if spec[0]["function"]["name"] not in names:
+                    names.add(spec[0]["function"]["name"])
+                    specs.append(spec)
         made = [make(r) for _, make in specs]
         names = [s[0]["function"]["name"] for s in specs]
         tools = self.pick_tools(list({t["function"]["name"]: t for t, _ in specs}.values()))
         if n == 1:
             req = made[0][0]
         else:
-            req = " Also, ".join([made[0][0]] + [m[0][0].lower() + m[0][1:] for m in made[1:]])
+            req = " Also, ".join([made[0][0]] + [m[0] if m[0].startswith("I ") else m[0][0].lower() + m[0][1:] for m in made[1:]])
         calls = [(nm, m[1]) for nm, m in zip(names, made)]
-        why = " ".join(f"I call {nm} with {', '.join(f'{k} {json.dumps(v)}' for k, v in a.items())}." for nm, a in calls)
+        distinct = list({t["function"]["name"]: t for t, _ in specs}.values())
+        why = " ".join(describe(t) for t in distinct) + " " + self.calls_said(calls)
         why = ("The request needs " + ("one call. " if n == 1 else f"{n} calls. ")) + why
         thinking = r.random() < 0.65
         msgs = self.system([{"role": "user", "content": req}])
@@ -638,7 +835,7 @@ class Generator:
     def tool_loop(self):
         """Call, result, a second call the user asks for, result, answer."""
         first, (msgs, calls, made, tools, thinking) = self.tool_call()
-        spec = self.r.choice(self.tools)
+        spec = self.pick_tool()
         req2, args2, res2, ans2 = spec[1](self.r)
         name2 = spec[0]["function"]["name"]
         if name2 not in {t["function"]["name"] for t in tools}:
@@ -648,7 +845,7 @@ class Generator:
             {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, (n, a) in zip(ids, calls)]}]
         msgs += [{"role": "tool", "tool_call_id": i, "content": m[2]} for i, m in zip(ids, made)]
         msgs += [{"role": "assistant", "content": " ".join(m[3] for m in made)}, {"role": "user", "content": req2}]
-        why = f"A new request. I call {name2} with {', '.join(f'{k} {json.dumps(v)}' for k, v in args2.items())}."
+        why = f"A new request. {describe(spec[0])} {self.calls_said([(name2, args2)])}"
         return self.example("tool_call", msgs, why, self.call_text([(name2, args2)]), tools, thinking, expect={"calls": 1})
 
     def no_tool(self):
@@ -674,6 +871,8 @@ class Generator:
                 elif kind == "long":
                     q, why, ans = self.long_thinking()
                     out.append(self.example("long", [{"role": "user", "content": q}], why, ans, expect={"long": True}))
+                elif kind == "long_context":
+                    out.append(self.long_context())
                 elif kind == "tool_call":
                     out.append(self.tool_call()[0])
                 elif kind == "tool_answer":
@@ -686,11 +885,13 @@ class Generator:
         return out
 
 
-TRAIN = {"arithmetic": 100, "compare": 30, "parity": 30, "prime": 60, "capital": 70, "string": 90, "counting": 45,
-         "greeting": 40, "writing": 70, "json": 60, "long": 10, "tool_call": 150, "tool_answer": 60, "tool_loop": 24,
-         "no_tool": 40}
+# Tools made from tables for training (GeneratedTool), beside the 16 written ones.
+GENERATED = 240
+TRAIN = {"arithmetic": 80, "compare": 25, "parity": 25, "prime": 50, "capital": 55, "string": 70, "counting": 35,
+         "greeting": 35, "writing": 60, "json": 55, "long": 30, "long_context": 30, "tool_call": 280, "tool_answer": 60, "tool_loop": 30,
+         "no_tool": 80}
 HELDOUT = {"arithmetic": 6, "prime": 6, "capital": 5, "string": 6, "counting": 3, "greeting": 3, "writing": 6, "json": 6,
-           "long": 3, "tool_call": 20, "tool_answer": 8, "tool_loop": 4, "no_tool": 8}
+           "long": 4, "tool_call": 24, "tool_answer": 8, "tool_loop": 4, "no_tool": 10}
 
 
 def main(argv=None) -> int:

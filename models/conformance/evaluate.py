@@ -149,8 +149,15 @@ def main(argv=None) -> int:
 
     with ThreadPoolExecutor(args.concurrency) as pool:
         results = list(pool.map(run, jobs))
-    rates, failures = {}, []
+    rates, failures, by_tool = {}, [], {}
     for ex, temp, seed, reply, verdict in results:
+        if "tools" in verdict:
+            # The tools check by the tools the prompt asks for, at both
+            # temperatures: which schemas the model reads wrong.
+            for name in sorted(set(re.findall(r'"name": "([^"]+)"', ex["completion"]))):
+                cell = by_tool.setdefault(name, [0, 0])
+                cell[0] += verdict["tools"]
+                cell[1] += 1
         for check, ok in verdict.items():
             cell = rates.setdefault(str(temp), {}).setdefault(check, [0, 0])
             cell[0] += ok
@@ -167,8 +174,10 @@ def main(argv=None) -> int:
             ok, n = rates.get(temp, {}).get(check, [0, 0])
             cells.append(f"{ok}/{n} ({100 * ok / n:.1f}%)" if n else "-")
         print(f"| {check} | {cells[0]} | {cells[1]} |")
+    print("tools check by tool asked for (both temperatures): " +
+          ", ".join(f"{name} {ok}/{n}" for name, (ok, n) in sorted(by_tool.items())))
     if args.out:
-        args.out.write_text(json.dumps({"rates": rates, "failures": failures}, indent=1) + "\n")
+        args.out.write_text(json.dumps({"rates": rates, "by_tool": by_tool, "failures": failures}, indent=1) + "\n")
     return 0
 
 
