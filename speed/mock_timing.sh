@@ -92,14 +92,14 @@ def client(c, dir):
         cpu = lv.get("client_cpu") or {}
         return {"ttft": (lv["ttft"]["p50"], lv["ttft"]["p99"]), "itl": (lv["itl"]["p50"], lv["itl"]["p99"]),
                 "e2e": (lv["e2e"]["p50"], lv["e2e"]["p99"]), "ok": lv["requests"] - lv["errors"],
-                "us_chunk": cpu.get("us_per_chunk"), "note": ""}
+                "us_chunk": cpu.get("us_per_chunk"), "us_process": cpu.get("process_us_per_chunk"), "note": ""}
     row = json.loads(open(os.path.join(dir, "results.jsonl")).readline())
     us = None
     if row.get("cpu_s") and row.get("chunks"):
         us = row["cpu_s"] * 1e6 / row["chunks"]
     return {"ttft": (row["ttft_p50_ms"], row["ttft_p99_ms"]), "itl": (row["itl_p50_ms"], row["itl_p99_ms"]),
-            "e2e": (row["e2e_p50_ms"], row["e2e_p99_ms"]), "ok": row.get("requests_ok"), "us_chunk": us,
-            "note": "process CPU incl. start-up"}
+            "e2e": (row["e2e_p50_ms"], row["e2e_p99_ms"]), "ok": row.get("requests_ok"), "us_chunk": None,
+            "us_process": us, "note": "process CPU incl. start-up"}
 
 
 def f(x):
@@ -110,7 +110,8 @@ def d(a, b):
     return "-" if a is None or b is None else f"{a - b:+.1f}"
 
 
-print("| streams | client | served | TTFT p50 client / mock (diff) | TTFT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p99 | CPU per chunk |")
+print("| streams | client | served | TTFT p50 client / mock (diff) | TTFT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p99 "
+      "| CPU per chunk: reading thread / process |")
 print("|---:|---|---:|---|---|---|---|---|---|---:|")
 for s in streams:
     for c in clients:
@@ -124,7 +125,7 @@ for s in streams:
         for key in ("ttft", "itl", "e2e"):
             for i in (0, 1):
                 cells.append(f"{f(k[key][i])} / {f(m[key][i])} ({d(k[key][i], m[key][i])})")
-        us = "-" if k["us_chunk"] is None else f"{k['us_chunk']:.1f} us"
+        us = f"{f(k['us_chunk'])} / {f(k['us_process'])} us"
         print(f"| {s} | {c} | {k['ok']} | " + " | ".join(cells) + f" | {us} |")
 open_dir = os.path.join(out, "afm-bench-open")
 if os.path.exists(os.path.join(open_dir, "bench.json")):
@@ -133,9 +134,11 @@ if os.path.exists(os.path.join(open_dir, "bench.json")):
     print()
     print(f"afm-bench open loop, {lv['label']}, {lv['requests']} requests: schedule delay "
           f"p50 {f(sd.get('p50'))} ms, p99 {f(sd.get('p99'))} ms, max {f(sd.get('max'))} ms; "
-          f"CPU {f((lv.get('client_cpu') or {}).get('us_per_chunk'))} us per chunk.")
+          f"CPU per chunk {f((lv.get('client_cpu') or {}).get('us_per_chunk'))} us (reading thread), "
+          f"{f((lv.get('client_cpu') or {}).get('process_us_per_chunk'))} us (process).")
 print()
 print("Client: its own figures. Mock: the same requests as the mock sent them (TTFT from the "
       "request's arrival in its handler). ITL: AIPerf's is per request ((E2E - TTFT) / (tokens - 1)), "
-      "GuideLLM's weighted by tokens, afm-bench's and the mock's every gap.")
+      "GuideLLM's weighted by tokens, afm-bench's and the mock's every gap. CPU: afm-bench's reading "
+      "thread (every stream is read on it) and its whole process; the others' whole process.")
 PY

@@ -274,7 +274,8 @@ impl Player {
                 shared.out.lock().expect("a lock").push((s, body));
                 return;
             };
-            let mut s = Sample::of(&ex);
+            let reply = Reply::of(&ex);
+            let mut s = Sample::of_reply(&ex, &reply);
             s.conversation = i;
             s.turn = t;
             s.scheduled_ms = due;
@@ -301,7 +302,6 @@ impl Player {
                 cached.extend(c.prefixes.iter().map(|(k, _)| k.clone()));
             }
             previous_prompt = ok.then_some(s.prompt_tokens);
-            let reply = Reply::of(&ex);
             shared.out.lock().expect("a lock").push((s, body));
             if !ok {
                 return;

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use super::arrivals::Shape;
 use super::cancel::CancelFigures;
+use super::client_cpu::Spent;
 use super::coverage::Coverage;
 use super::goodput::{Goodput, Slo};
 use super::load::LevelRun;
@@ -111,26 +112,45 @@ pub struct CacheFigures {
     pub requests_at_90: usize,
 }
 
-/// afm-bench's own CPU time over a level's repetitions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+/// afm-bench's own CPU time over a level's repetitions
+/// (`bench::client_cpu` says what each clock counts).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClientCpu {
+    /// The event path's: the reading thread's clock against a server over
+    /// HTTP (every stream is read on it), else the process's.
     pub cpu_s: f64,
+    /// The whole process's, every thread and start-up work included.
+    #[serde(default)]
+    pub process_cpu_s: f64,
+    /// Which clock `cpu_s` is: "reading thread" or "process".
+    #[serde(default)]
+    pub clock: String,
     /// Stream events received.
     pub chunks: usize,
     pub us_per_chunk: f64,
+    #[serde(default)]
+    pub process_us_per_chunk: f64,
 }
 
 impl ClientCpu {
-    pub fn of(cpu_s: f64, runs: &[LevelRun]) -> ClientCpu {
+    /// `one_thread`: every stream was read on the measuring thread.
+    pub fn of(spent: Spent, one_thread: bool, runs: &[LevelRun]) -> ClientCpu {
         let chunks: usize = runs.iter().flat_map(|r| &r.samples).map(|s| s.chunks).sum();
+        let (cpu_s, clock) = match spent.thread_s.filter(|_| one_thread) {
+            Some(t) => (t, "reading thread"),
+            None => (spent.process_s, "process"),
+        };
+        let per_chunk = |s: f64| match chunks {
+            0 => 0.0,
+            n => s * 1e6 / n as f64,
+        };
         ClientCpu {
             cpu_s,
+            process_cpu_s: spent.process_s,
+            clock: clock.into(),
             chunks,
-            us_per_chunk: if chunks > 0 {
-                cpu_s * 1e6 / chunks as f64
-            } else {
-                0.0
-            },
+            us_per_chunk: per_chunk(cpu_s),
+            process_us_per_chunk: per_chunk(spent.process_s),
         }
     }
 }
@@ -543,9 +563,11 @@ impl BenchReport {
                 if let Some(c) = &l.client_cpu {
                     let _ = writeln!(
                         out,
-                        "        client: {:.2} CPU s, {:.1} us per stream event ({} events){}",
-                        c.cpu_s,
+                        "        client: {:.1} us CPU per stream event ({}; {:.1} by the \
+                         process), {} events{}",
                         c.us_per_chunk,
+                        c.clock,
+                        c.process_us_per_chunk,
                         c.chunks,
                         l.schedule_delay.as_ref().map_or(String::new(), |d| format!(
                             "; schedule delay p50 {:.2} ms, p99 {:.2} ms",

@@ -144,8 +144,13 @@ impl Sample {
 
     /// Reads an exchange (streamed in any protocol) as a sample.
     pub fn of(ex: &Exchange) -> Sample {
+        Sample::of_reply(ex, &Reply::of(ex))
+    }
+
+    /// The same, from the reply already folded from `ex` (under load each
+    /// fold walks every chunk: done once per request).
+    pub fn of_reply(ex: &Exchange, reply: &Reply) -> Sample {
         let dialect = Dialect::of(ex);
-        let reply = Reply::of(ex);
         let mut s = Sample {
             e2e_ms: ex.millis,
             chunks: ex.chunks.len(),

@@ -48,10 +48,19 @@ pub fn run(args: &BenchArgs, observer: Arc<dyn Observer>) -> Result<BenchReport>
     let specs = scenario::variants(args.scenario, !remote, concurrent, args.deterministic)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    // Against a server over HTTP every stream is read on one thread: a
+    // chunk then wakes no other worker (cross-thread wakes were a quarter
+    // of the client's CPU per chunk), and the server keeps the other
+    // cores. The engine in-process shares the runtime, so it keeps two.
+    let runtime = match remote {
+        true => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        false => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?,
+    };
     let mut records = match args.save_requests {
         true => Some(records::create(&args.out.join("requests.jsonl"))?),
         false => None,
@@ -364,16 +373,12 @@ impl Levels<'_> {
         let before = rt.block_on(server_metrics::scrape(&player.target));
         let mut runs = Vec::new();
         let mut replayed = None;
-        let mut cpu_s = 0.0;
+        let mut cpu = client_cpu::Spent::none();
         let mut timeline = Vec::new();
         let mut tokens = None;
         for rep in 0..args.repetitions {
             let salt = format!("{}-{tag}-{rep}", self.salt);
-            let cpu = client_cpu::process_cpu_s();
-            let (mut run, gauges) = self.play_watched(shape, &salt);
-            cpu_s += client_cpu::process_cpu_s()
-                .zip(cpu)
-                .map_or(0.0, |(b, a)| b - a);
+            let (mut run, gauges) = cpu.during(|| self.play_watched(shape, &salt));
             if rep == 0 {
                 timeline = gauges;
                 tokens = Some(match self.counter {
@@ -413,7 +418,7 @@ impl Levels<'_> {
         level.server_timeline = timeline;
         level.tokens = tokens;
         if self.args.target.remote() {
-            level.client_cpu = Some(ClientCpu::of(cpu_s, &runs));
+            level.client_cpu = Some(ClientCpu::of(cpu, self.args.target.remote(), &runs));
         }
         self.observer.note(&level.headline());
         Ok(level)
