@@ -509,26 +509,6 @@ def is_prime(n: int) -> bool:
     return n > 1 and all(n % d for d in range(2, int(n**0.5) + 1))
 
 
-def type_words(sch: dict) -> str:
-    if "enum" in sch:
-        return "one of " + ", ".join(json.dumps(v) for v in sch["enum"])
-    if sch.get("type") == "array":
-        return f"array of {type_words(sch['items'])}"
-    if sch.get("type") == "object":
-        return "object: " + ", ".join(f"{k} {type_words(v)}" for k, v in sch["properties"].items())
-    return sch.get("type", "any")
-
-
-def describe(spec: dict) -> str:
-    """The schema read back in the reasoning: what a small model copies from
-    the system turn before it writes the arguments."""
-    f = spec["function"]
-    params = f["parameters"]
-    said = "; ".join(f"{k} ({type_words(v)})" for k, v in params["properties"].items())
-    need = params.get("required", [])
-    return f"{f['name']} takes {said}" + (f"; it needs {', '.join(need)}." if need else ".")
-
-
 class Generator:
     def __init__(self, seed: int, heldout: bool):
         self.r = random.Random(seed)
@@ -813,9 +793,9 @@ class Generator:
         else:
             req = " Also, ".join([made[0][0]] + [m[0] if m[0].startswith("I ") else m[0][0].lower() + m[0][1:] for m in made[1:]])
         calls = [(nm, m[1]) for nm, m in zip(names, made)]
-        distinct = list({t["function"]["name"]: t for t, _ in specs}.values())
-        why = " ".join(describe(t) for t in distinct) + " " + self.calls_said(calls)
-        why = ("The request needs " + ("one call. " if n == 1 else f"{n} calls. ")) + why
+        # Short on purpose: a schema read back here made the reasoning long
+        # enough for callers' max_tokens to cut it, and invented tool names.
+        why = ("The request needs " + ("one call. " if n == 1 else f"{n} calls. ")) + self.calls_said(calls)
         thinking = r.random() < 0.65
         msgs = self.system([{"role": "user", "content": req}])
         ex = self.example("tool_call", msgs, why, self.call_text(calls), tools, thinking, expect={"calls": len(calls)})
@@ -845,7 +825,7 @@ class Generator:
             {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, (n, a) in zip(ids, calls)]}]
         msgs += [{"role": "tool", "tool_call_id": i, "content": m[2]} for i, m in zip(ids, made)]
         msgs += [{"role": "assistant", "content": " ".join(m[3] for m in made)}, {"role": "user", "content": req2}]
-        why = f"A new request. {describe(spec[0])} {self.calls_said([(name2, args2)])}"
+        why = f"A new request. {self.calls_said([(name2, args2)])}"
         return self.example("tool_call", msgs, why, self.call_text([(name2, args2)]), tools, thinking, expect={"calls": 1})
 
     def no_tool(self):
