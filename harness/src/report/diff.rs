@@ -112,7 +112,7 @@ impl Diff {
             .map(|id| {
                 let (x, y) = (before.get(id).copied(), after.get(id).copied());
                 let label = known
-                    .label(id)
+                    .label(id, b)
                     .or_else(|| y.and_then(|c| c.known_issue.clone()));
                 let change = classify(
                     x.map(|c| c.status),
@@ -152,7 +152,7 @@ impl Diff {
                     checks: y.map(|c| c.failures.clone()).unwrap_or_default(),
                     was_known: match (x, y) {
                         (Some(x), Some(y)) if x.status.failed() && !y.status.failed() => {
-                            known.label(id).or_else(|| x.known_issue.clone())
+                            known.label(id, a).or_else(|| x.known_issue.clone())
                         }
                         _ => None,
                     },
