@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use tokio::runtime::RuntimeFlavor;
 
 use self::args::BenchArgs;
 use self::scenario::VariantSpec;
@@ -418,7 +419,10 @@ impl Levels<'_> {
         level.server_timeline = timeline;
         level.tokens = tokens;
         if self.args.target.remote() {
-            level.client_cpu = Some(ClientCpu::of(cpu, self.args.target.remote(), &runs));
+            // The reading thread's clock holds every stream's reading only
+            // on a runtime of one thread.
+            let one_thread = rt.handle().runtime_flavor() == RuntimeFlavor::CurrentThread;
+            level.client_cpu = Some(ClientCpu::of(cpu, one_thread, &runs));
         }
         self.observer.note(&level.headline());
         Ok(level)
