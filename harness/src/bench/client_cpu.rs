@@ -10,7 +10,7 @@
 //! the timings.
 
 /// CPU seconds this process has used so far (None where unknown).
-pub fn process_cpu_s() -> Option<f64> {
+fn process_cpu_s() -> Option<f64> {
     #[cfg(unix)]
     {
         usage(libc::RUSAGE_SELF)
@@ -23,7 +23,7 @@ pub fn process_cpu_s() -> Option<f64> {
 
 /// CPU seconds the calling thread has used so far (None where the
 /// platform cannot tell one thread's time).
-pub fn thread_cpu_s() -> Option<f64> {
+fn thread_cpu_s() -> Option<f64> {
     #[cfg(target_os = "linux")]
     {
         usage(libc::RUSAGE_THREAD)
@@ -58,7 +58,8 @@ pub struct Spent {
 }
 
 impl Spent {
-    pub fn none() -> Spent {
+    /// Nothing spent yet.
+    pub fn zero() -> Spent {
         Spent {
             process_s: 0.0,
             thread_s: thread_cpu_s().map(|_| 0.0),

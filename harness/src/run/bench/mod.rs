@@ -374,7 +374,7 @@ impl Levels<'_> {
         let before = rt.block_on(server_metrics::scrape(&player.target));
         let mut runs = Vec::new();
         let mut replayed = None;
-        let mut cpu = client_cpu::Spent::none();
+        let mut cpu = client_cpu::Spent::zero();
         let mut timeline = Vec::new();
         let mut tokens = None;
         for rep in 0..args.repetitions {
