@@ -17,7 +17,7 @@ cargo fmt --all -- --check
 cargo test --workspace
 # Attention through MLX (the fixed-shape path of batch-invariant mode, as on
 # Metal) instead of afm's CPU primitive: the conformance runner again.
-AFM_ATTENTION=off cargo test -p afm-engine --test integration -- model_conformance:: batch_invariance::
+AFM_KERNELS=mlx cargo test -p afm-engine --test integration -- model_conformance:: batch_invariance:: step_ops::
 cargo test -p afm-harness --no-default-features
 bash scripts/gate.sh
 # OpenAI's published spec against a flagless afm-serve, by schemathesis:

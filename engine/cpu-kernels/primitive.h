@@ -476,6 +476,8 @@ int afm_delta_net(
 // once), only those whose name() is `name` unless it is NULL. What a step
 // costs in MLX dispatches; -1 for an empty handle.
 long afm_graph_ops(afm_mlx_array a, const char* name);
+/* Bytes the not-yet-computed ops named `name` in a's graph will write. */
+long afm_graph_bytes(afm_mlx_array a, const char* name);
 
 // The message of this thread's last failed call ("" if none).
 const char* afm_qmm_last_error(void);

@@ -197,6 +197,28 @@ extern "C" long afm_graph_ops(afm_mlx_array a, const char* name) {
   return ops;
 }
 
+extern "C" long afm_graph_bytes(afm_mlx_array a, const char* name) {
+  if (!a.ctx || !name) return -1;
+  std::unordered_set<std::uintptr_t> seen;
+  std::vector<mx::array> stack{*static_cast<mx::array*>(a.ctx)};
+  long bytes = 0;
+  while (!stack.empty()) {
+    mx::array x = std::move(stack.back());
+    stack.pop_back();
+    if (!x.has_primitive() || x.status() != mx::array::Status::unscheduled) continue;
+    if (!seen.insert(x.id()).second) continue;
+    for (auto& s : x.siblings()) seen.insert(s.id());
+    if (std::strcmp(x.primitive().name(), name) == 0) {
+      bytes += long(x.nbytes());
+      for (auto& s : x.siblings()) bytes += long(s.nbytes());
+    }
+    for (auto& in : x.inputs()) stack.push_back(in);
+    for (auto& s : x.siblings())
+      for (auto& in : s.inputs()) stack.push_back(in);
+  }
+  return bytes;
+}
+
 extern "C" const char* afm_qmm_last_error(void) {
   return g_last_error.c_str();
 }

@@ -183,3 +183,64 @@ fn a_decode_step_updates_the_kv_store_and_the_states_in_place() {
         }
     }
 }
+
+/// On MLX's own ops (`AFM_KERNELS=mlx`: the path Metal and CUDA take; the
+/// test script runs this file so), a decode step of sequences at different
+/// positions in consecutive slots reads every layer's keys and values
+/// where they lie: no gather but the embedding's rows (a gather of the
+/// group's slots copied `n x kv_heads x positions x head_dim` floats twice
+/// per layer and step), and a bounded count of MLX ops per layer. Counted,
+/// not timed, so the machine's speed cannot fool it. The items come in an
+/// order other than their slots' (the decode group takes slot order).
+#[test]
+fn an_mlx_ops_decode_step_reads_the_store_in_place() {
+    if afm_engine::cpu::kernels::active() != "mlx" {
+        return;
+    }
+    let model = LoadedModel::load("smollm2").expect("run scripts/setup.sh first");
+    let m = model.model.as_ref();
+    let config = m.config();
+    let mut kv = KvStore::new(m.kv_layout());
+    let prompts = [
+        "Write a haiku about the sea.",
+        "Name three colours.",
+        "Why is the sky blue? Answer in one sentence, please.",
+        "Hello",
+    ];
+    let mut slots = Vec::new();
+    for p in prompts {
+        let tokens = model.tokenizer.encode(p).unwrap();
+        let slot = kv.open(None).unwrap();
+        m.forward_batch(&mut kv, &[item(slot, &tokens)])
+            .unwrap()
+            .eval()
+            .unwrap();
+        slots.push((slot, tokens[0]));
+    }
+    let tokens: Vec<[u32; 1]> = slots.iter().map(|&(_, t)| [t]).collect();
+    let order = [2, 0, 3, 1];
+    let items: Vec<_> = order
+        .iter()
+        .map(|&i| item(slots[i].0, &tokens[i]))
+        .collect();
+    let logits = m.forward_batch(&mut kv, &items).unwrap();
+    let ops = afm_engine::cpu::graph_ops(&logits, None).expect("counted here");
+    let gathers = afm_engine::cpu::graph_ops(&logits, Some("Gather")).unwrap();
+    let gathered = afm_engine::cpu::graph_bytes(&logits, "Gather").unwrap();
+    let concatenated = afm_engine::cpu::graph_bytes(&logits, "Concatenate").unwrap();
+    let layers = config.num_layers;
+    eprintln!(
+        "smollm2 on MLX ops, 4 streams: {ops} MLX ops per decode step ({:.1} per layer), \
+         {gathers} gathers ({gathered} bytes), {concatenated} bytes concatenated",
+        ops as f64 / layers as f64
+    );
+    logits.eval().unwrap();
+    // The embedding's rows: 4 x hidden floats.
+    let embedding_rows = 4 * config.hidden_size * 4;
+    assert!(
+        gathers <= 1 && gathered <= embedding_rows,
+        "the decode group's keys were gathered: {gathers} gathers, {gathered} bytes"
+    );
+    assert_eq!(concatenated, 0, "a decode step concatenated");
+    assert!(ops <= 24 * layers, "{ops} ops for {layers} layers");
+}

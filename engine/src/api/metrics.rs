@@ -109,6 +109,17 @@ pub fn render(stats: &EngineStats, rejected: RejectedRequests) -> String {
         "KV the prefix cache holds, as its budget counts it.",
         &[("", stats.prefix_cache_bytes as u64)],
     );
+    let kernels = format!(
+        "{{requested=\"{}\",active=\"{}\"}}",
+        crate::cpu::kernels::chosen(),
+        crate::cpu::kernels::active()
+    );
+    metric(
+        "afm_kernels_info",
+        "gauge",
+        "The kernels the model runs with: as asked (--kernels) and what runs (afm's CPU primitives, MLX's ops, or mixed).",
+        &[(kernels.as_str(), 1)],
+    );
     let device = crate::device::memory_use();
     metric(
         "afm_device_memory_bytes",

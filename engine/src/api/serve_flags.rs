@@ -6,6 +6,7 @@
 
 use crate::api::http_server::ServerConfig;
 use crate::api::listener::ConnectionLimits;
+use crate::cpu::kernels::Kernels;
 use crate::loading::WeightMode;
 use crate::parsers::ToolCallFormat;
 use crate::runtime::EngineConfig;
@@ -94,6 +95,13 @@ pub struct ServeFlags {
     /// numerics).
     #[arg(long, default_value = "auto")]
     pub dtype: String,
+    /// Kernels the model runs with: `auto` (default: afm's CPU primitives
+    /// where they run, i.e. MLX's CPU backend on Linux; MLX's own ops on
+    /// Metal and CUDA), `mlx` (MLX's ops only: the path a GPU takes) or
+    /// `afm` (the primitives; an error where they cannot run). The
+    /// environment's AFM_KERNELS gives the same choice.
+    #[arg(long, value_name = "auto|mlx|afm")]
+    pub kernels: Option<Kernels>,
     /// max_tokens of requests that give none.
     #[arg(long, default_value_t = engine().default_max_tokens)]
     pub max_tokens: usize,
@@ -163,7 +171,7 @@ impl ServeFlags {
         let defaults = engine();
         let weight_mode = match self.dtype.as_str() {
             "auto" => defaults.weight_mode,
-            "f32" => WeightMode::Dequantize,
+            "f32" => Some(WeightMode::Dequantize),
             other => anyhow::bail!("--dtype: unknown value '{other}' (auto, f32)"),
         };
         Ok(EngineConfig {
@@ -183,6 +191,7 @@ impl ServeFlags {
             weight_mode,
             kv_budget_bytes: self.max_kv_mb << 20,
             mlx_cache_bytes: self.mlx_cache_mb.map(|mb| mb << 20),
+            kernels: self.kernels,
             ..defaults
         })
     }
@@ -232,7 +241,7 @@ mod tests {
         let f32 = ServeFlags::parse_args(["--dtype", "f32"]).unwrap();
         assert_eq!(
             f32.engine_config().unwrap().weight_mode,
-            WeightMode::Dequantize
+            Some(WeightMode::Dequantize)
         );
         let bad = ServeFlags::parse_args(["--dtype", "q3"]).unwrap();
         let err = bad.engine_config().unwrap_err().to_string();

@@ -4,7 +4,8 @@
 //! which reads the batch KV store in place with a vectorized softmax;
 //! [`glu`], the MLP's gated activation with a vectorized `exp`; [`layer`],
 //! a whole decoder layer as one primitive over those kernels;
-//! [`delta_net`], the Gated DeltaNet recurrence of a chunk as one; and the C
+//! [`delta_net`], the Gated DeltaNet recurrence of a chunk as one; which of
+//! them a process runs ([`kernels`]: `--kernels auto|mlx|afm`); and the C
 //! heap's policy ([`heap`]), since MLX's CPU arrays are plain `malloc`.
 //! Depends on nothing in the engine but its error type; `loading` and
 //! `models::forward` call it.
@@ -14,13 +15,18 @@ pub mod blas;
 pub mod delta_net;
 pub mod glu;
 pub mod heap;
+pub mod kernels;
 pub mod layer;
 pub mod qmm;
 
 /// The path of a primitive riding on the quantized matmul's build and
-/// checks ([`qmm::path`]), unless the environment variable `switch` is
-/// `off` or `0` (for comparisons).
+/// checks ([`qmm::path`]), unless the process runs MLX's ops alone
+/// ([`kernels`]) or the environment variable `switch` is `off` or `0`
+/// (one primitive off, for profiling).
 fn switched_path(switch: &str) -> qmm::Path {
+    if let Some(why) = kernels::off_reason() {
+        return qmm::Path::Unavailable(why.into());
+    }
     if std::env::var(switch).is_ok_and(|v| v == "off" || v == "0") {
         return qmm::Path::Unavailable(format!("{switch}=off"));
     }
@@ -91,6 +97,30 @@ pub fn graph_ops(a: &mlx_rs::Array, name: Option<&str>) -> Option<usize> {
                 name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()),
             )
         };
+        usize::try_from(n).ok()
+    }
+    #[cfg(target_os = "macos")]
+    {
+        let _ = (a, name);
+        None
+    }
+}
+
+/// Bytes the not-yet-computed ops of primitive `name` in `a`'s graph
+/// write (every output): what a step copies through, e.g., `Gather` or
+/// `Concatenate`. `None` where the CPU primitives are not built.
+pub fn graph_bytes(a: &mlx_rs::Array, name: &str) -> Option<usize> {
+    #[cfg(not(target_os = "macos"))]
+    {
+        extern "C" {
+            fn afm_graph_bytes(
+                a: mlx_sys::mlx_array,
+                name: *const std::ffi::c_char,
+            ) -> std::ffi::c_long;
+        }
+        let name = std::ffi::CString::new(name).expect("no NUL in a name");
+        // SAFETY: as in `graph_ops`.
+        let n = unsafe { afm_graph_bytes(a.as_ptr(), name.as_ptr()) };
         usize::try_from(n).ok()
     }
     #[cfg(target_os = "macos")]

@@ -233,6 +233,9 @@ mod ffi {
     }
 
     pub(super) fn probe() -> Path {
+        if let Some(why) = crate::cpu::kernels::off_reason() {
+            return Path::Unavailable(why.into());
+        }
         if std::env::var("AFM_QMM").is_ok_and(|v| v == "off" || v == "0") {
             return Path::Unavailable("AFM_QMM=off".into());
         }

@@ -26,15 +26,18 @@ impl LoadedModel {
     }
 
     pub fn load_source(source: &ModelSource, mode: WeightMode) -> Result<Self> {
+        crate::cpu::kernels::check()?;
         crate::cpu::blas::configure_threads();
         let heap_fixed = crate::cpu::heap::configure();
         #[cfg(not(target_os = "macos"))]
         tracing::info!(
             device = %crate::device::Device::current(),
             weights = ?mode,
+            kernels = %crate::cpu::kernels::chosen(),
             heap_mmap_threshold_fixed = heap_fixed,
             openblas = crate::cpu::blas::openblas_core().as_deref().unwrap_or("not loaded"),
-            "quantized matmul on the CPU: {}; attention: {}; layers: {}",
+            "kernels: {}; quantized matmul on the CPU: {}; attention: {}; layers: {}",
+            crate::cpu::kernels::active(),
             crate::cpu::qmm::path(),
             crate::cpu::attention::describe(),
             crate::cpu::layer::describe()

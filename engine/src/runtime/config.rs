@@ -1,6 +1,7 @@
 //! Engine-wide settings: the server's flags (`api::ServeFlags` reads them,
 //! taking every default from here).
 
+use crate::cpu::kernels::Kernels;
 use crate::device::{self, Device};
 use crate::loading::weights::WeightMode;
 use crate::parsers::ToolCallFormat;
@@ -24,7 +25,10 @@ pub struct EngineConfig {
     /// Prompt tokens prefilled per step over all sequences, so decoding
     /// streams keep moving while a long prompt is prefilled.
     pub prefill_chunk: usize,
-    pub weight_mode: WeightMode,
+    /// How weights are held (`--dtype`); `None`: the platform's own
+    /// ([`WeightMode::for_platform`]), decided when the model loads, after
+    /// the kernels are (`cpu::kernels`).
+    pub weight_mode: Option<WeightMode>,
     /// Enforce `response_format`, strict tools and forced tool calls with
     /// llguidance (on; `--no-grammar-constraints`); off, such requests are
     /// refused with a 400 naming the flag.
@@ -48,6 +52,9 @@ pub struct EngineConfig {
     /// `None`: [`device::DEFAULT_CACHE_LIMIT`] or MLX's own default where
     /// that is smaller.
     pub mlx_cache_bytes: Option<usize>,
+    /// afm's CPU primitives or MLX's own ops (`--kernels`); `None` leaves
+    /// the choice to `AFM_KERNELS`, else `auto` (`cpu::kernels`).
+    pub kernels: Option<Kernels>,
 }
 
 impl Default for EngineConfig {
@@ -60,7 +67,7 @@ impl Default for EngineConfig {
             max_logprobs: 20,
             default_max_tokens: 512,
             prefill_chunk: 256,
-            weight_mode: WeightMode::for_platform(),
+            weight_mode: None,
             grammar_constraints: true,
             deterministic: false,
             tool_call_parser: None,
@@ -70,6 +77,7 @@ impl Default for EngineConfig {
             // a discrete card), in whole MiB as --max-kv-mb gives it.
             kv_budget_bytes: (Device::current().memory_bytes / 4) >> 20 << 20,
             mlx_cache_bytes: None,
+            kernels: None,
         }
     }
 }

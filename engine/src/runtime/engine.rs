@@ -15,7 +15,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use crate::error::{EngineError, Result};
 use crate::loading::chat_template::TemplateInput;
 use crate::loading::source::ModelSource;
-use crate::loading::LoadedModel;
+use crate::loading::{LoadedModel, WeightMode};
 use crate::models::KvLayout;
 use crate::parsers::{OutputConfig, ToolCallFormat};
 use crate::runtime::config::EngineConfig;
@@ -50,6 +50,9 @@ pub struct Engine {
 impl Engine {
     /// Loads `--model` on a new engine thread and starts serving.
     pub fn start(model: &str, config: EngineConfig) -> Result<Self> {
+        if let Some(kernels) = config.kernels {
+            crate::cpu::kernels::choose(kernels).map_err(EngineError::Unsupported)?;
+        }
         let source = ModelSource::resolve(model)?;
         let (commands, inbox) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
@@ -66,19 +69,24 @@ impl Engine {
                     kv_budget_mb = thread_config.kv_budget_bytes >> 20,
                     "engine memory"
                 );
-                let started = LoadedModel::load_source(&source, thread_config.weight_mode)
-                    .and_then(|mut loaded| {
-                        if let Some(src) = &thread_config.chat_template {
-                            loaded.template = loaded.template.replaced_by(src)?;
-                        }
-                        ModelText::split(loaded, &thread_config)
-                    })
-                    .and_then(|(text, mut model)| {
-                        if thread_config.deterministic {
-                            model.set_batch_invariant(true)?;
-                        }
-                        Ok((Arc::new(text), model))
-                    });
+                let started = LoadedModel::load_source(
+                    &source,
+                    thread_config
+                        .weight_mode
+                        .unwrap_or_else(WeightMode::for_platform),
+                )
+                .and_then(|mut loaded| {
+                    if let Some(src) = &thread_config.chat_template {
+                        loaded.template = loaded.template.replaced_by(src)?;
+                    }
+                    ModelText::split(loaded, &thread_config)
+                })
+                .and_then(|(text, mut model)| {
+                    if thread_config.deterministic {
+                        model.set_batch_invariant(true)?;
+                    }
+                    Ok((Arc::new(text), model))
+                });
                 let (text, model) = match started {
                     Ok(parts) => parts,
                     Err(e) => {

@@ -306,7 +306,9 @@ impl Scheduler {
         if plan.is_empty() {
             return Ok(());
         }
-        plan.sort_by_key(|(i, _)| *i);
+        // Slot order: the decode group's keys are then one view of the
+        // store, with no permutation of rows (`models::forward::layout`).
+        plan.sort_by_key(|(i, _)| self.running[*i].slot);
 
         let prefill_tokens: usize = plan
             .iter()
@@ -315,13 +317,11 @@ impl Scheduler {
                 Work::Decode => 0,
             })
             .sum();
+        let started = std::time::Instant::now();
         let logits = {
             let mut items = Vec::with_capacity(plan.len());
-            let mut plan_iter = plan.iter().peekable();
-            for (i, s) in self.running.iter().enumerate() {
-                let Some((_, work)) = plan_iter.next_if(|(j, _)| *j == i) else {
-                    continue;
-                };
+            for (i, work) in &plan {
+                let s = &self.running[*i];
                 let slot = s.slot.expect("started sequence");
                 items.push(match work {
                     Work::Decode => BatchItem {
@@ -348,6 +348,7 @@ impl Scheduler {
                 logits.as_slice::<f32>().to_vec()
             }
         };
+        let computed = started.elapsed();
         self.stats
             .lock()
             .expect("stats")
@@ -371,6 +372,13 @@ impl Scheduler {
                 row += 1;
             }
         }
+        tracing::trace!(
+            sequences = row,
+            prefill_tokens,
+            forward_us = computed.as_micros() as u64,
+            sample_us = (started.elapsed() - computed).as_micros() as u64,
+            "step"
+        );
         Ok(())
     }
 

@@ -492,7 +492,8 @@ mod tests {
         for &s in &slots {
             kv.reserve(s, kv.offset(s) + 1).unwrap();
         }
-        // Items in slot order 2, 0: the group reads by gather.
+        // Items in slot order 2, 0: the group takes slot order (0, 2) and
+        // reads by gather (not consecutive).
         let items = [
             BatchItem {
                 tokens: &[7],
@@ -506,7 +507,7 @@ mod tests {
             },
         ];
         let group = BatchLayout::new(&items, &kv).decode.unwrap();
-        assert_eq!(group.positions, [5, 1]);
+        assert_eq!(group.positions, [1, 5]);
         let rows: Vec<f32> = (0..12).map(|x| x as f32 + 1.0).collect();
         let k = Array::from_slice(&rows, &[2, 2, 1, 3]);
         let new = (k.clone(), k.negative().unwrap());
@@ -517,9 +518,10 @@ mod tests {
             let (k, v) = kv.segment(slot, pos, pos + 1).unwrap().remove(0);
             (k.as_slice::<f32>().to_vec(), v.as_slice::<f32>().to_vec())
         };
-        assert_eq!(at(2, 5).0, rows[..6]);
-        assert_eq!(at(0, 1).0, rows[6..]);
-        assert_eq!(at(0, 1).1, rows[6..].iter().map(|x| -x).collect::<Vec<_>>());
+        // Row j of the group's new keys is its j-th member's, in slot order.
+        assert_eq!(at(0, 1).0, rows[..6]);
+        assert_eq!(at(2, 5).0, rows[6..]);
+        assert_eq!(at(0, 1).1, rows[..6].iter().map(|x| -x).collect::<Vec<_>>());
         assert_eq!(at(1, 0).0, [0.0; 6], "slot 1 untouched");
         assert_eq!(
             at(2, 1).0,

@@ -83,8 +83,11 @@ impl BatchLayout {
                 to_item_order: None,
             };
         }
-        // Batch-invariant slots read their fixed capacity: group equal ones.
-        members.sort_by_key(|&i| kv.fixed(items[i].slot));
+        // Batch-invariant slots read their fixed capacity: group equal ones;
+        // within a group, slot order, so that consecutive slots are read as
+        // one view of the store rather than gathered (the scheduler passes
+        // items in slot order, so this leaves them in row order).
+        members.sort_by_key(|&i| (kv.fixed(items[i].slot), items[i].slot));
         let member_slots: Vec<usize> = members.iter().map(|&i| items[i].slot).collect();
         let positions: Vec<usize> = member_slots.iter().map(|&s| kv.offset(s)).collect();
         let mut reads: Vec<DecodeRead> = Vec::new();
