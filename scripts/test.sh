@@ -15,8 +15,10 @@ cd "$ROOT"
 bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo test --workspace
-# Attention through MLX (the fixed-shape path of batch-invariant mode, as on
-# Metal) instead of afm's CPU primitive: the conformance runner again.
+# MLX's own ops alone (AFM_KERNELS=mlx: the path Metal and CUDA take, and
+# the fixed-shape attention of batch-invariant mode there) instead of afm's
+# CPU primitives: the conformance runner, batch invariance and the step
+# counts again.
 AFM_KERNELS=mlx cargo test -p afm-engine --test integration -- model_conformance:: batch_invariance:: step_ops::
 cargo test -p afm-harness --no-default-features
 bash scripts/gate.sh

@@ -11,7 +11,7 @@
 #
 # SERVER is the command that serves on $PORT (default 8090), for example
 #   speed/memory.sh -- target/release/afm-serve --model smollm2 --port 8090
-#   AFM_QMM=off AFM_ATTENTION=off AFM_GLU=off AFM_LAYER=off speed/memory.sh -- ...
+#   speed/memory.sh -- target/release/afm-serve --kernels mlx --model smollm2 --port 8090
 # (the second runs afm-serve on MLX's own ops alone, the path a GPU takes).
 # Each burst is one afm-bench level: C requests at once, T tokens each
 # (end of text ignored), every reply checked (unless --no-verify, for
