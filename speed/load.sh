@@ -34,15 +34,7 @@ SLOTS=8
 SLO=(--goodput ttft:2000 tpot:150 e2el:8000)
 mkdir -p "$OUT"
 
-wait_up() { # url pid
-    for _ in $(seq 1 180); do
-        curl -sf "$1/v1/models" >/dev/null && return 0
-        kill -0 "$2" 2>/dev/null || { echo "server exited before $1 was up" >&2; return 1; }
-        sleep 1
-    done
-    echo "no server at $1" >&2
-    return 1
-}
+. speed/serving.sh
 
 # server NAME: the command that serves NAME on its port, and its port.
 server() {
@@ -69,15 +61,11 @@ bench() {
     [[ " ${RUNS:-sweep turns protocols} " == *" $run "* ]] || return 0
     [[ " ${PEERS:-afm-serve mlx-lm llama-server} " == *" $name "* ]] || return 0
     server "$name"
-    LD_LIBRARY_PATH="$(dirname "$LLAMA_SERVER")" "${CMD[@]}" >"$OUT/$tag.log" 2>&1 &
-    local pid=$!
-    trap "kill $pid 2>/dev/null || true" EXIT
-    wait_up "http://127.0.0.1:$PORT" "$pid"
+    start_server "$OUT/$tag.log" env LD_LIBRARY_PATH="$(dirname "$LLAMA_SERVER")" "${CMD[@]}"
+    wait_up "http://127.0.0.1:$PORT" /v1/models
     "$AFM_BENCH" --url "http://127.0.0.1:$PORT" "${MODEL[@]}" --server-flags "${CMD[*]}" \
         --save-requests --out "$OUT/$tag" "$@" | tee "$OUT/$tag.txt"
-    kill "$pid"
-    wait "$pid" 2>/dev/null || true
-    trap - EXIT
+    stop_server
 }
 
 for name in afm-serve mlx-lm; do

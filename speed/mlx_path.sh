@@ -46,15 +46,7 @@ SERVERS="${SERVERS:-afm-mlx mlx-lm afm-cpu${BEFORE:+ before-mlx before-cpu}}"
 # The old switches, for a binary from before --kernels.
 OLD_MLX=(AFM_QMM=off AFM_ATTENTION=off AFM_GLU=off AFM_LAYER=off)
 
-wait_healthy() { # url pid
-    for _ in $(seq 1 180); do
-        curl -sf "$1/health" >/dev/null && return 0
-        kill -0 "$2" 2>/dev/null || { echo "server exited before $1 was healthy" >&2; return 1; }
-        sleep 1
-    done
-    echo "no healthy server at $1" >&2
-    return 1
-}
+. speed/serving.sh
 
 # measure NAME PORT MODEL COMMAND...: starts the server, runs each level
 # with requests naming MODEL ("-": the one the server lists), stops it.
@@ -63,10 +55,8 @@ measure() {
     [ "$3" = - ] || model=(--model "$3")
     shift 3
     [[ " $SERVERS " == *" $name "* ]] || return 0
-    "$@" >"$OUT/$name.log" 2>&1 &
-    local pid=$!
-    trap "kill $pid 2>/dev/null || true" EXIT
-    wait_healthy "http://127.0.0.1:$port" "$pid"
+    start_server "$OUT/$name.log" "$@"
+    wait_up "http://127.0.0.1:$port"
     # mlx-lm labels its usage event `chat.completion` (a known deviation):
     # tolerated, so it does not hide the rest of the checks.
     local tolerate=()
@@ -76,9 +66,7 @@ measure() {
         --schema-share 0 --verify-alone "${VERIFY_ALONE:-2}")
     "${bench[@]}" --concurrency 1 --requests "$REQUESTS_1" --out "$OUT/$name/c1"
     "${bench[@]}" --concurrency 8,32 --requests "$REQUESTS" --out "$OUT/$name/c8-32"
-    kill "$pid"
-    wait "$pid" 2>/dev/null || true
-    trap - EXIT
+    stop_server
 }
 
 AFM=(--model "$F32_DIR" --concurrent "$MAX_SEQS")

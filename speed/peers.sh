@@ -39,15 +39,7 @@ SWEEP=(--concurrency 1,8,32 --requests 32 --max-tokens 64 --warmup 2 "$@")
 COLD=(--concurrency 1 --requests 1 --max-tokens 8 --warmup 0 --prompts long)
 mkdir -p "$OUT"
 
-wait_healthy() { # url pid
-    for _ in $(seq 1 180); do
-        curl -sf "$1/health" >/dev/null && return 0
-        kill -0 "$2" 2>/dev/null || { echo "server exited before $1 was healthy" >&2; return 1; }
-        sleep 1
-    done
-    echo "no healthy server at $1" >&2
-    return 1
-}
+. speed/serving.sh
 
 # run NAME PORT MODEL COMMAND...: starts the server, measures with requests
 # naming MODEL ("-": the one the server lists), stops it.
@@ -56,18 +48,14 @@ run() {
     [ "$3" = - ] || model=(--model "$3")
     shift 3
     [[ " ${PEERS:-afm-serve mlx-lm llama-server} " == *" $name "* ]] || return 0
-    "$@" >"$OUT/$name.log" 2>&1 &
-    local pid=$!
-    trap "kill $pid 2>/dev/null || true" EXIT
-    wait_healthy "http://127.0.0.1:$port" "$pid"
+    start_server "$OUT/$name.log" "$@"
+    wait_up "http://127.0.0.1:$port"
     local flags="$*"
     target/release/afm-bench --url "http://127.0.0.1:$port" "${model[@]}" \
         --server-flags "$flags" "${COLD[@]}" --out "$OUT/$name-cold"
     target/release/afm-bench --url "http://127.0.0.1:$port" "${model[@]}" \
         --server-flags "$flags" "${SWEEP[@]}" --out "$OUT/$name"
-    kill "$pid"
-    wait "$pid" 2>/dev/null || true
-    trap - EXIT
+    stop_server
 }
 
 run afm-serve 9999 - target/release/afm-serve --model "$GGUF" --enable-prefix-caching \

@@ -177,45 +177,45 @@ extern "C" int afm_delta_net(
   });
 }
 
-extern "C" long afm_graph_ops(afm_mlx_array a, const char* name) {
-  if (!a.ctx) return -1;
+namespace {
+
+// Visits each op of a's graph not yet computed once (a multi-output op
+// once, as its first output met), with `name` (MLX's Primitive::name)
+// matching, or every op when `name` is NULL.
+template <typename F>
+void each_pending_op(const mx::array& a, const char* name, F visit) {
   std::unordered_set<std::uintptr_t> seen;
-  std::vector<mx::array> stack{*static_cast<mx::array*>(a.ctx)};
-  long ops = 0;
+  std::vector<mx::array> stack{a};
   while (!stack.empty()) {
     mx::array x = std::move(stack.back());
     stack.pop_back();
     if (!x.has_primitive() || x.status() != mx::array::Status::unscheduled) continue;
     if (!seen.insert(x.id()).second) continue;
     for (auto& s : x.siblings()) seen.insert(s.id());
-    if (!name || std::strcmp(x.primitive().name(), name) == 0) ++ops;
+    if (!name || std::strcmp(x.primitive().name(), name) == 0) visit(x);
     for (auto& in : x.inputs()) stack.push_back(in);
     // A trimmed output's store input lives on its first sibling.
     for (auto& s : x.siblings())
       for (auto& in : s.inputs()) stack.push_back(in);
   }
+}
+
+}  // namespace
+
+extern "C" long afm_graph_ops(afm_mlx_array a, const char* name) {
+  if (!a.ctx) return -1;
+  long ops = 0;
+  each_pending_op(*static_cast<mx::array*>(a.ctx), name, [&](const mx::array&) { ++ops; });
   return ops;
 }
 
 extern "C" long afm_graph_bytes(afm_mlx_array a, const char* name) {
   if (!a.ctx || !name) return -1;
-  std::unordered_set<std::uintptr_t> seen;
-  std::vector<mx::array> stack{*static_cast<mx::array*>(a.ctx)};
   long bytes = 0;
-  while (!stack.empty()) {
-    mx::array x = std::move(stack.back());
-    stack.pop_back();
-    if (!x.has_primitive() || x.status() != mx::array::Status::unscheduled) continue;
-    if (!seen.insert(x.id()).second) continue;
-    for (auto& s : x.siblings()) seen.insert(s.id());
-    if (std::strcmp(x.primitive().name(), name) == 0) {
-      bytes += long(x.nbytes());
-      for (auto& s : x.siblings()) bytes += long(s.nbytes());
-    }
-    for (auto& in : x.inputs()) stack.push_back(in);
-    for (auto& s : x.siblings())
-      for (auto& in : s.inputs()) stack.push_back(in);
-  }
+  each_pending_op(*static_cast<mx::array*>(a.ctx), name, [&](const mx::array& x) {
+    bytes += long(x.nbytes());
+    for (auto& s : x.siblings()) bytes += long(s.nbytes());
+  });
   return bytes;
 }
 

@@ -196,7 +196,7 @@ fn a_decode_step_updates_the_kv_store_and_the_states_in_place() {
 /// speed cannot fool it.
 #[test]
 fn an_mlx_ops_decode_step_reads_the_store_in_place() {
-    if afm_engine::cpu::kernels::active() != "mlx" {
+    if afm_engine::cpu::active_kernels() != "mlx" {
         return;
     }
     let model = LoadedModel::load("smollm2").expect("run scripts/setup.sh first");

@@ -112,7 +112,7 @@ pub fn render(stats: &EngineStats, rejected: RejectedRequests) -> String {
     let kernels = format!(
         "{{requested=\"{}\",active=\"{}\"}}",
         crate::cpu::kernels::chosen(),
-        crate::cpu::kernels::active()
+        crate::cpu::active_kernels()
     );
     metric(
         "afm_kernels_info",

@@ -209,10 +209,6 @@ fn serve(args: ServeFlags) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    // First: the weight mode and every primitive's path follow from it.
-    if let Some(kernels) = args.kernels {
-        afm_engine::cpu::kernels::choose(kernels).map_err(|e| anyhow::anyhow!("--kernels: {e}"))?;
-    }
     let server = args.server_config()?;
     let config = args.engine_config()?;
     let engine = Engine::start(&args.model, config)?;

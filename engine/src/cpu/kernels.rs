@@ -7,6 +7,7 @@
 //! built for) and MLX's ops everywhere else. The older per-primitive
 //! switches (`AFM_QMM`, `AFM_ATTENTION`, `AFM_GLU`, `AFM_LAYER` = `off`)
 //! still turn single primitives off under `auto`, for profiling.
+//! Depends on nothing else in `cpu`: the primitives' paths read it.
 
 use std::sync::OnceLock;
 
@@ -58,9 +59,9 @@ impl std::fmt::Display for Kernels {
 
 static CHOSEN: OnceLock<Kernels> = OnceLock::new();
 
-/// Sets the process's kernels. Must come first, before an `EngineConfig`
-/// is built (its default weight mode follows from the kernels) and before
-/// a model loads: the paths are decided once, at their first use.
+/// Sets the process's kernels (`Engine::start` does, from its config).
+/// Must come before a model loads: the paths (and the default weight
+/// mode) are decided once, at their first use.
 /// Choosing again the same is fine; another choice is an error naming
 /// both.
 pub fn choose(kernels: Kernels) -> Result<(), String> {
@@ -75,7 +76,7 @@ pub fn choose(kernels: Kernels) -> Result<(), String> {
 
 /// The process's kernels: what [`choose`] set, else `AFM_KERNELS`, else
 /// `auto` (an unknown `AFM_KERNELS` value is reported when the engine
-/// loads, through [`check`]).
+/// loads, through `cpu::check_kernels`).
 pub fn chosen() -> Kernels {
     *CHOSEN.get_or_init(|| {
         std::env::var("AFM_KERNELS")
@@ -85,43 +86,10 @@ pub fn chosen() -> Kernels {
     })
 }
 
-/// Whether the primitives were turned off as a whole, and the reason the
-/// start-up line gives for it.
+/// Why every primitive is off, when the process runs MLX's ops alone:
+/// the reason the start-up line gives.
 pub(super) fn off_reason() -> Option<&'static str> {
     (chosen() == Kernels::Mlx).then_some("--kernels mlx")
-}
-
-/// Checks that the choice can be honoured once the paths are decided: an
-/// unknown `AFM_KERNELS`, or `afm` where the primitives cannot run, is an
-/// error that says why.
-pub fn check() -> crate::error::Result<()> {
-    if let Ok(v) = std::env::var("AFM_KERNELS") {
-        v.parse::<Kernels>()
-            .map_err(|e| crate::error::EngineError::Unsupported(format!("AFM_KERNELS: {e}")))?;
-    }
-    if chosen() == Kernels::Afm {
-        if let super::qmm::Path::Unavailable(why) = super::layer::path() {
-            return Err(crate::error::EngineError::Unsupported(format!(
-                "--kernels afm: afm's CPU primitives cannot run here ({why})"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// What runs, in a word: `afm` when decoder layers take the primitive,
-/// `mlx` when nothing of afm's does, `mixed` between (single primitives
-/// switched off).
-pub fn active() -> &'static str {
-    let layer = super::layer::path().is_primitive();
-    let any = super::qmm::path().is_primitive()
-        || super::attention::path().is_primitive()
-        || super::glu::path().is_primitive();
-    match (layer, any) {
-        (true, _) => "afm",
-        (false, false) => "mlx",
-        (false, true) => "mixed",
-    }
 }
 
 #[cfg(test)]

@@ -19,18 +19,58 @@ pub mod kernels;
 pub mod layer;
 pub mod qmm;
 
-/// The path of a primitive riding on the quantized matmul's build and
-/// checks ([`qmm::path`]), unless the process runs MLX's ops alone
-/// ([`kernels`]) or the environment variable `switch` is `off` or `0`
+/// Why a primitive is off by choice: the process runs MLX's ops alone
+/// ([`kernels`]), or the environment variable `switch` is `off` or `0`
 /// (one primitive off, for profiling).
-fn switched_path(switch: &str) -> qmm::Path {
+fn switched_off(switch: &str) -> Option<String> {
     if let Some(why) = kernels::off_reason() {
-        return qmm::Path::Unavailable(why.into());
+        return Some(why.into());
     }
-    if std::env::var(switch).is_ok_and(|v| v == "off" || v == "0") {
-        return qmm::Path::Unavailable(format!("{switch}=off"));
+    std::env::var(switch)
+        .is_ok_and(|v| v == "off" || v == "0")
+        .then(|| format!("{switch}=off"))
+}
+
+/// The path of a primitive riding on the quantized matmul's build and
+/// checks ([`qmm::path`]), unless it is [`switched_off`].
+fn switched_path(switch: &str) -> qmm::Path {
+    match switched_off(switch) {
+        Some(why) => qmm::Path::Unavailable(why),
+        None => qmm::path().clone(),
     }
-    qmm::path().clone()
+}
+
+/// Checks that the kernels asked for can be honoured once the paths are
+/// decided: an unknown `AFM_KERNELS`, or `afm` where the primitives cannot
+/// run, is an error that says why.
+pub fn check_kernels() -> crate::error::Result<()> {
+    let unsupported = crate::error::EngineError::Unsupported;
+    if let Ok(v) = std::env::var("AFM_KERNELS") {
+        v.parse::<kernels::Kernels>()
+            .map_err(|e| unsupported(format!("AFM_KERNELS: {e}")))?;
+    }
+    if kernels::chosen() == kernels::Kernels::Afm {
+        if let qmm::Path::Unavailable(why) = layer::path() {
+            return Err(unsupported(format!(
+                "--kernels afm: afm's CPU primitives cannot run here ({why})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What runs, in a word: `afm` when decoder layers take the primitive,
+/// `mlx` when nothing of afm's does, `mixed` between (single primitives
+/// switched off).
+pub fn active_kernels() -> &'static str {
+    let any = qmm::path().is_primitive()
+        || attention::path().is_primitive()
+        || glu::path().is_primitive();
+    match (layer::path().is_primitive(), any) {
+        (true, _) => "afm",
+        (false, false) => "mlx",
+        (false, true) => "mixed",
+    }
 }
 
 /// Runs one of `cpu-kernels`' C entry points: `call` gets an empty mlx-c
@@ -80,19 +120,47 @@ fn build_ops<const N: usize>(
 /// step pays in dispatches to MLX's stream thread. `None` where the CPU
 /// primitives are not built.
 pub fn graph_ops(a: &mlx_rs::Array, name: Option<&str>) -> Option<usize> {
+    graph_query(a, name, Query::Ops)
+}
+
+/// Bytes the not-yet-computed ops of primitive `name` in `a`'s graph
+/// write (every output): what a step copies through, e.g., `Gather` or
+/// `Concatenate`. `None` where the CPU primitives are not built.
+pub fn graph_bytes(a: &mlx_rs::Array, name: &str) -> Option<usize> {
+    graph_query(a, Some(name), Query::Bytes)
+}
+
+/// What [`graph_query`] counts over the matching ops.
+#[cfg_attr(target_os = "macos", allow(dead_code))]
+enum Query {
+    Ops,
+    Bytes,
+}
+
+fn graph_query(a: &mlx_rs::Array, name: Option<&str>, query: Query) -> Option<usize> {
     #[cfg(not(target_os = "macos"))]
     {
+        type Entry =
+            unsafe extern "C" fn(mlx_sys::mlx_array, *const std::ffi::c_char) -> std::ffi::c_long;
         extern "C" {
             fn afm_graph_ops(
                 a: mlx_sys::mlx_array,
                 name: *const std::ffi::c_char,
             ) -> std::ffi::c_long;
+            fn afm_graph_bytes(
+                a: mlx_sys::mlx_array,
+                name: *const std::ffi::c_char,
+            ) -> std::ffi::c_long;
         }
+        let entry: Entry = match query {
+            Query::Ops => afm_graph_ops,
+            Query::Bytes => afm_graph_bytes,
+        };
         let name = name.map(|n| std::ffi::CString::new(n).expect("no NUL in a name"));
         // SAFETY: the handle comes from a live Array and the name is
         // NUL-terminated (or NULL); the C side only reads the graph.
         let n = unsafe {
-            afm_graph_ops(
+            entry(
                 a.as_ptr(),
                 name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()),
             )
@@ -101,31 +169,7 @@ pub fn graph_ops(a: &mlx_rs::Array, name: Option<&str>) -> Option<usize> {
     }
     #[cfg(target_os = "macos")]
     {
-        let _ = (a, name);
-        None
-    }
-}
-
-/// Bytes the not-yet-computed ops of primitive `name` in `a`'s graph
-/// write (every output): what a step copies through, e.g., `Gather` or
-/// `Concatenate`. `None` where the CPU primitives are not built.
-pub fn graph_bytes(a: &mlx_rs::Array, name: &str) -> Option<usize> {
-    #[cfg(not(target_os = "macos"))]
-    {
-        extern "C" {
-            fn afm_graph_bytes(
-                a: mlx_sys::mlx_array,
-                name: *const std::ffi::c_char,
-            ) -> std::ffi::c_long;
-        }
-        let name = std::ffi::CString::new(name).expect("no NUL in a name");
-        // SAFETY: as in `graph_ops`.
-        let n = unsafe { afm_graph_bytes(a.as_ptr(), name.as_ptr()) };
-        usize::try_from(n).ok()
-    }
-    #[cfg(target_os = "macos")]
-    {
-        let _ = (a, name);
+        let _ = (a, name, query);
         None
     }
 }

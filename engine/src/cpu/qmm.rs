@@ -233,11 +233,8 @@ mod ffi {
     }
 
     pub(super) fn probe() -> Path {
-        if let Some(why) = crate::cpu::kernels::off_reason() {
-            return Path::Unavailable(why.into());
-        }
-        if std::env::var("AFM_QMM").is_ok_and(|v| v == "off" || v == "0") {
-            return Path::Unavailable("AFM_QMM=off".into());
+        if let Some(why) = crate::cpu::switched_off("AFM_QMM") {
+            return Path::Unavailable(why);
         }
         // SAFETY: plain C functions without arguments.
         let (built, loaded) = unsafe {

@@ -26,7 +26,7 @@ impl LoadedModel {
     }
 
     pub fn load_source(source: &ModelSource, mode: WeightMode) -> Result<Self> {
-        crate::cpu::kernels::check()?;
+        crate::cpu::check_kernels()?;
         crate::cpu::blas::configure_threads();
         let heap_fixed = crate::cpu::heap::configure();
         #[cfg(not(target_os = "macos"))]
@@ -37,7 +37,7 @@ impl LoadedModel {
             heap_mmap_threshold_fixed = heap_fixed,
             openblas = crate::cpu::blas::openblas_core().as_deref().unwrap_or("not loaded"),
             "kernels: {}; quantized matmul on the CPU: {}; attention: {}; layers: {}",
-            crate::cpu::kernels::active(),
+            crate::cpu::active_kernels(),
             crate::cpu::qmm::path(),
             crate::cpu::attention::describe(),
             crate::cpu::layer::describe()

@@ -324,7 +324,7 @@ impl KvStore {
             .as_ref()
             .expect("written before it is read");
         let p = positions as i32;
-        Ok(match slots.range() {
+        Ok(match slots.range.clone() {
             Some(r) => (
                 k.index((r.clone(), .., 0..p, ..)),
                 v.index((r, .., 0..p, ..)),
@@ -435,7 +435,7 @@ impl KvStore {
         let (conv, delta) = self.states[layer]
             .as_ref()
             .expect("reserve() before reading a state");
-        Ok(match slots.range() {
+        Ok(match slots.range.clone() {
             Some(r) => (conv.index(r.clone()), delta.index(r)),
             None => (
                 conv.take_axis(&slots.index, 0)?,
@@ -502,7 +502,7 @@ impl KvStore {
 /// Writes `rows` into `slots`' rows of `buf` (a slice when the slots are
 /// consecutive, else one scatter).
 fn write_rows(buf: &mut Array, slots: &SlotSet, rows: &Array) -> Result<()> {
-    if let Some(r) = slots.range() {
+    if let Some(r) = slots.range.clone() {
         buf.try_index_mut(r, rows)?;
     } else {
         buf.try_index_mut((&slots.index, ..), rows)?;
@@ -517,9 +517,10 @@ pub struct SlotSet {
     /// The slots, in the order their rows come out, as an index array
     /// (built once per pass, used by every layer).
     index: Array,
-    /// The slots are `first..first + len` in order: read by a slice (a
-    /// view: no copy), not a gather.
-    run_from: Option<i32>,
+    /// The slots as a range of the store's rows, when they are
+    /// consecutive and in order: read by a slice (a view: no copy), not a
+    /// gather.
+    range: Option<std::ops::Range<i32>>,
 }
 
 impl SlotSet {
@@ -527,10 +528,10 @@ impl SlotSet {
         let idx: Vec<i32> = slots.iter().map(|&s| s as i32).collect();
         SlotSet {
             index: Array::from_slice(&idx, &[slots.len() as i32]),
-            run_from: idx
+            range: idx
                 .first()
-                .copied()
-                .filter(|&first| idx.iter().zip(first..).all(|(&s, want)| s == want)),
+                .filter(|&&first| idx.iter().zip(first..).all(|(&s, want)| s == want))
+                .map(|&first| first..first + idx.len() as i32),
             slots: idx,
         }
     }
@@ -543,13 +544,6 @@ impl SlotSet {
     /// The slots as an index array.
     pub fn index(&self) -> &Array {
         &self.index
-    }
-
-    /// The slots as a range of the store's rows, when they are consecutive
-    /// and in order.
-    fn range(&self) -> Option<std::ops::Range<i32>> {
-        self.run_from
-            .map(|first| first..first + self.slots.len() as i32)
     }
 }
 

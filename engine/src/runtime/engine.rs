@@ -69,24 +69,22 @@ impl Engine {
                     kv_budget_mb = thread_config.kv_budget_bytes >> 20,
                     "engine memory"
                 );
-                let started = LoadedModel::load_source(
-                    &source,
-                    thread_config
-                        .weight_mode
-                        .unwrap_or_else(WeightMode::for_platform),
-                )
-                .and_then(|mut loaded| {
-                    if let Some(src) = &thread_config.chat_template {
-                        loaded.template = loaded.template.replaced_by(src)?;
-                    }
-                    ModelText::split(loaded, &thread_config)
-                })
-                .and_then(|(text, mut model)| {
-                    if thread_config.deterministic {
-                        model.set_batch_invariant(true)?;
-                    }
-                    Ok((Arc::new(text), model))
-                });
+                let weight_mode = thread_config
+                    .weight_mode
+                    .unwrap_or_else(WeightMode::for_platform);
+                let started = LoadedModel::load_source(&source, weight_mode)
+                    .and_then(|mut loaded| {
+                        if let Some(src) = &thread_config.chat_template {
+                            loaded.template = loaded.template.replaced_by(src)?;
+                        }
+                        ModelText::split(loaded, &thread_config)
+                    })
+                    .and_then(|(text, mut model)| {
+                        if thread_config.deterministic {
+                            model.set_batch_invariant(true)?;
+                        }
+                        Ok((Arc::new(text), model))
+                    });
                 let (text, model) = match started {
                     Ok(parts) => parts,
                     Err(e) => {
