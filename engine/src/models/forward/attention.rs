@@ -316,6 +316,12 @@ pub(super) fn decode_read(
             spec.scale,
         );
     }
+    if let Some(spread) = &read.spread {
+        let q = q.take_axis(&spread.queries, 0)?;
+        let (k, v) = kv.rows(layer, &spread.slots, read.keys)?;
+        let o = attend_rows(spec, q, &k, &v, read, &spread.positions)?;
+        return Ok(o.take_axis(&spread.rows, 0)?);
+    }
     let positions = &group.positions[read.range.clone()];
     let (k, v) = kv.rows(layer, &read.slots, read.keys)?;
     if read.fixed {
@@ -324,6 +330,19 @@ pub(super) fn decode_read(
         });
         return fixed_shape(spec, &q, &k, &v, &mask);
     }
+    attend_rows(spec, q, &k, &v, read, positions)
+}
+
+/// Attention of decode rows at `positions` over `read.keys` positions of
+/// their slots (`k`, `v`), masked where some row does not see them all.
+fn attend_rows(
+    spec: &AttentionSpec,
+    q: Array,
+    k: &Array,
+    v: &Array,
+    read: &DecodeRead,
+    positions: &[usize],
+) -> Result<Array> {
     // Row j sees its own positions first_visible..=position; a row that
     // sees every key read needs no mask.
     let sees_all = |&p: &usize| p + 1 == read.keys && spec.first_visible(p) == 0;

@@ -48,8 +48,56 @@ pub(super) struct DecodeRead {
     pub keys: usize,
     /// Fixed-shape attention (batch-invariant mode).
     pub fixed: bool,
+    /// Slots with holes between them, read in place with the holes.
+    pub spread: Option<Spread>,
     /// Its attention masks, built once per pass for each window size.
     masks: RefCell<Vec<(Option<usize>, Array)>>,
+}
+
+/// A read whose slots are not consecutive but close (a sequence between
+/// them is prefilling, or its slot is free): attention runs over every slot
+/// of `slots`, a view of the store, and the holes' rows are thrown away.
+/// On MLX's ops a gather of the members' slots copies
+/// `n x kv_heads x positions x head_dim` floats twice per layer, walking
+/// the strided store element by element (at 32 streams a step with one
+/// hole took 2.3x a step without); a hole's attention costs one member's.
+pub(super) struct Spread {
+    /// The slots read, holes included.
+    pub slots: SlotSet,
+    /// For each slot read, the member whose query and position its row
+    /// takes (a hole's row repeats a neighbour's: a valid mask, no NaN).
+    pub queries: Array,
+    pub positions: Vec<usize>,
+    /// Each member's row in the read's output.
+    pub rows: Array,
+}
+
+impl Spread {
+    /// For `slots` (sorted, distinct) at `positions`: a spread read when
+    /// the slots are not consecutive and the holes at most double the rows
+    /// attended.
+    fn new(slots: &[usize], positions: &[usize]) -> Option<Self> {
+        let (first, last) = (*slots.first()?, *slots.last()?);
+        let span = last - first + 1;
+        if span == slots.len() || span > 2 * slots.len() {
+            return None;
+        }
+        let mut queries = Vec::with_capacity(span);
+        let mut member = 0;
+        for slot in first..=last {
+            if slots[member] < slot {
+                member += 1;
+            }
+            queries.push(member as i32);
+        }
+        let rows: Vec<i32> = slots.iter().map(|&s| (s - first) as i32).collect();
+        Some(Spread {
+            slots: SlotSet::new(&(first..=last).collect::<Vec<_>>()),
+            positions: queries.iter().map(|&m| positions[m as usize]).collect(),
+            queries: Array::from_slice(&queries, &[span as i32]),
+            rows: Array::from_slice(&rows, &[slots.len() as i32]),
+        })
+    }
 }
 
 impl DecodeRead {
@@ -106,6 +154,11 @@ impl BatchLayout {
                 slots: SlotSet::new(&member_slots[from..to]),
                 keys,
                 fixed: fixed.is_some(),
+                // Fixed-capacity reads keep one shape per request.
+                spread: fixed
+                    .is_none()
+                    .then(|| Spread::new(&member_slots[from..to], &positions[from..to]))
+                    .flatten(),
                 masks: RefCell::new(Vec::new()),
             });
             from = to;
