@@ -222,10 +222,11 @@ fn a_stream_that_never_ends_fails_its_case_at_once() {
     args.fault = vec!["endless".parse().unwrap()];
     let url = mock::start(args);
     let out = scratch("endless");
-    // The request timeout bounds this test if the guard breaks.
+    // The request timeout bounds this test if the guard breaks (and the
+    // probes' whole replies, which never end either, wait it out once).
     let target = TargetArgs {
         url: Some(url),
-        request_timeout: 20,
+        request_timeout: Some(5),
         ..TargetArgs::default()
     };
     let args = ConformanceArgs {
@@ -234,9 +235,9 @@ fn a_stream_that_never_ends_fails_its_case_at_once() {
     };
     let started = std::time::Instant::now();
     let report = conformance::run(&args, Arc::new(Quiet)).unwrap();
-    // A token every 2 ms: past its budget within a second, not at the
-    // request timeout.
-    assert!(started.elapsed().as_secs() < 15, "{:?}", started.elapsed());
+    // A token every 2 ms: the case is past its budget within a second,
+    // not at the request timeout (5 s for the probes, then ~1 s).
+    assert!(started.elapsed().as_secs() < 8, "{:?}", started.elapsed());
     let case = &report.cases[0];
     assert_eq!(case.status, Status::Fail, "{case:?}");
     let past = case.failures.iter().find(|f| f.check == "max_tokens");
@@ -244,6 +245,85 @@ fn a_stream_that_never_ends_fails_its_case_at_once() {
         past.is_some_and(|f| f.actual.contains("events for a budget of")),
         "{:?}",
         case.failures
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A server whose every reply never ends (streams and whole bodies):
+/// the probes wait one request time limit for the three protocols'
+/// endpoints at once, those never answered, and every later case that
+/// needs one is not run, naming the first failure, at once; streamed
+/// cases fail at their token budget. The whole smoke tier ends in about
+/// one time limit, not one per case (with the tier's 20 s, under 60 s).
+#[test]
+fn a_server_that_never_ends_a_reply_ends_the_smoke_tier_in_one_time_limit() {
+    let mut args = mock::fast();
+    args.fault = vec!["endless".parse().unwrap()];
+    let url = mock::start(args);
+    let out = scratch("endless-smoke");
+    let target = TargetArgs {
+        url: Some(url),
+        request_timeout: Some(3),
+        ..TargetArgs::default()
+    };
+    let started = std::time::Instant::now();
+    let report = conformance::run(
+        &ConformanceArgs::new(Tier::Smoke, target, out.clone()),
+        Arc::new(Quiet),
+    )
+    .unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    assert!(out.join("report.json").is_file());
+    let not_run = |path: &str| {
+        report
+            .cases
+            .iter()
+            .filter(|c| {
+                c.status == Status::Error
+                    && c.reason.as_deref().is_some_and(|r| {
+                        r.starts_with(&format!("not run: POST {path} went unanswered"))
+                            && r.contains("did not end within the request time limit")
+                    })
+            })
+            .count()
+    };
+    let chat = not_run("/v1/chat/completions");
+    assert!(chat >= 10, "{chat} chat cases not run: {:#?}", report.cases);
+    assert_eq!(not_run("/v1/messages"), 1);
+    assert_eq!(not_run("/v1/responses"), 1);
+    assert!(report.cases.iter().all(|c| c.status != Status::Pass
+        || c.id == "preflight.models"
+        || c.id == "validation.malformed_json"));
+    // One time limit (3 s) for the probes, then nothing waits.
+    assert!(wall < 8.0, "{wall:.1} s");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A reply that declares a body past the harness's cap fails at once,
+/// unread, whatever the time limit.
+#[test]
+fn a_declared_length_past_the_cap_fails_at_once() {
+    let mut args = mock::fast();
+    args.fault = vec!["huge-length".parse().unwrap()];
+    let url = mock::start(args);
+    let out = scratch("huge-length");
+    let target = TargetArgs {
+        url: Some(url),
+        ..TargetArgs::default()
+    };
+    let args = ConformanceArgs {
+        cases: vec!["preflight.chat".into()],
+        ..ConformanceArgs::new(Tier::Smoke, target, out.clone())
+    };
+    let started = std::time::Instant::now();
+    let report = conformance::run(&args, Arc::new(Quiet)).unwrap();
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+    let case = &report.cases[0];
+    assert_eq!(case.status, Status::Error, "{case:?}");
+    let why = case.reason.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("declares 1073741824 bytes (Content-Length), past the harness's cap"),
+        "{why}"
     );
     let _ = std::fs::remove_dir_all(&out);
 }

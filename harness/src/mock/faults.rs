@@ -22,12 +22,16 @@ pub enum Fault {
     /// running in /metrics), as a server that never notices a cancel.
     IgnoreCancel,
     // Broken servers (the harness must end, name it and stay bounded):
-    /// The stream never ends: a token every ITL, forever.
+    /// The reply never ends: a token every ITL, forever (an SSE stream,
+    /// or to a request that does not stream, a JSON body).
     Endless,
     /// A short reply, one byte a second.
     SlowBytes,
     /// A 200 whose JSON body runs to 2 GiB.
     HugeBody,
+    /// A 200 that declares a 1 GiB body (Content-Length) and sends a
+    /// byte a second.
+    HugeLength,
     /// The stream ends without `data: [DONE]`.
     NoDone,
     /// Lines that are neither SSE fields nor JSON inside the stream.
@@ -65,6 +69,7 @@ impl FromStr for Fault {
                 "endless" => Ok(Fault::Endless),
                 "slow-bytes" => Ok(Fault::SlowBytes),
                 "huge-body" => Ok(Fault::HugeBody),
+                "huge-length" => Ok(Fault::HugeLength),
                 "no-done" => Ok(Fault::NoDone),
                 "malformed-sse" => Ok(Fault::MalformedSse),
                 "html-200" => Ok(Fault::Html200),
@@ -98,6 +103,7 @@ impl fmt::Display for Fault {
             Fault::Endless => write!(f, "endless"),
             Fault::SlowBytes => write!(f, "slow-bytes"),
             Fault::HugeBody => write!(f, "huge-body"),
+            Fault::HugeLength => write!(f, "huge-length"),
             Fault::NoDone => write!(f, "no-done"),
             Fault::MalformedSse => write!(f, "malformed-sse"),
             Fault::Html200 => write!(f, "html-200"),

@@ -1,5 +1,5 @@
 //! The replies of a broken server (`--fault endless|slow-bytes|huge-body|
-//! html-200|invalid-utf8|redirect-loop|lying-length|json-bomb`, and
+//! huge-length|html-200|invalid-utf8|redirect-loop|lying-length|json-bomb`, and
 //! `endless-models` for `GET /v1/models`): what a harness must survive,
 //! ending the request within its time limit, naming what it saw and
 //! keeping its memory bounded. They replace a reply whole, whatever its
@@ -15,9 +15,9 @@ use serde_json::json;
 
 use super::faults::Fault;
 
-/// The broken reply for `fault`, or None when the fault is not one that
-/// replaces a reply.
-pub fn reply(fault: Fault, itl_ms: f64, path: &str) -> Option<Response> {
+/// The broken reply for `fault` to a request (`streamed` or not), or
+/// None when the fault is not one that replaces a reply.
+pub fn reply(fault: Fault, itl_ms: f64, path: &str, streamed: bool) -> Option<Response> {
     let sse = |body: Body| {
         Response::builder()
             .header(header::CONTENT_TYPE, "text/event-stream")
@@ -31,6 +31,26 @@ pub fn reply(fault: Fault, itl_ms: f64, path: &str) -> Option<Response> {
         Bytes::from(format!("data: {c}\n\n"))
     };
     match fault {
+        Fault::Endless if !streamed => {
+            // A chat completion whose content never closes.
+            let gap = Duration::from_secs_f64(itl_ms.max(1.0) / 1000.0);
+            let head = Bytes::from_static(
+                b"{\"id\":\"mock-hostile\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\
+                  \"message\":{\"role\":\"assistant\",\"content\":\"on",
+            );
+            let s = stream::once(async move { Ok::<Bytes, std::io::Error>(head) }).chain(
+                stream::unfold((), move |()| async move {
+                    tokio::time::sleep(gap).await;
+                    Some((Ok::<Bytes, std::io::Error>(Bytes::from_static(b" on")), ()))
+                }),
+            );
+            Some(
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from_stream(s))
+                    .expect("a response"),
+            )
+        }
         Fault::Endless | Fault::EndlessModels => {
             let gap = Duration::from_secs_f64(itl_ms.max(1.0) / 1000.0);
             let s = stream::unfold((), move |()| async move {
@@ -70,6 +90,19 @@ pub fn reply(fault: Fault, itl_ms: f64, path: &str) -> Option<Response> {
             Some(
                 Response::builder()
                     .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from_stream(s))
+                    .expect("a response"),
+            )
+        }
+        Fault::HugeLength => {
+            let s = stream::unfold((), |()| async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Some((Ok::<Bytes, std::io::Error>(Bytes::from_static(b" ")), ()))
+            });
+            Some(
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .header(header::CONTENT_LENGTH, (1u64 << 30).to_string())
                     .body(Body::from_stream(s))
                     .expect("a response"),
             )

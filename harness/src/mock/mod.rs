@@ -61,8 +61,9 @@ pub struct MockArgs {
     #[arg(long, default_value = "32")]
     pub output_tokens: Spread,
     /// Misbehave: cross-talk, empty-strict, stall:MS, reset, miscount,
-    /// ignore-cancel; or break: endless, slow-bytes, huge-body, no-done,
-    /// malformed-sse, html-200, invalid-utf8 (repeatable).
+    /// ignore-cancel; or break: endless, slow-bytes, huge-body,
+    /// huge-length, no-done, malformed-sse, html-200, invalid-utf8,
+    /// redirect-loop, lying-length, json-bomb, endless-models (repeatable).
     #[arg(long)]
     pub fault: Vec<Fault>,
     /// Share of requests (0..1) the faults apply to, spread evenly.
@@ -208,7 +209,7 @@ async fn pass_through(
 async fn models(State(m): State<Arc<Mock>>) -> Response {
     if m.args.fault.contains(&Fault::EndlessModels) {
         let itl = m.args.itl.draw(&mut StdRng::seed_from_u64(0));
-        return hostile::reply(Fault::EndlessModels, itl, "/v1/models").expect("a reply");
+        return hostile::reply(Fault::EndlessModels, itl, "/v1/models", false).expect("a reply");
     }
     Json(json!({"object": "list", "data": [
         {"id": m.args.model, "object": "model", "created": 0, "owned_by": "afm-mock"}]}))
@@ -302,7 +303,8 @@ async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response
             if *fault == Fault::EndlessModels {
                 continue;
             }
-            if let Some(broken) = hostile::reply(*fault, itl, uri.path()) {
+            let streamed = request["stream"].as_bool() == Some(true);
+            if let Some(broken) = hostile::reply(*fault, itl, uri.path(), streamed) {
                 return broken;
             }
         }

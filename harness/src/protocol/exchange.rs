@@ -31,6 +31,15 @@ pub struct Exchange {
     pub malformed_lines: Vec<String>,
     /// The request never completed (connection refused, reset, timeout).
     pub transport_error: Option<String>,
+    /// The transport error is one that would cost the next request to the
+    /// endpoint as much (the time limit, the byte cap, no server): see
+    /// `server::Unanswered`.
+    #[serde(skip)]
+    pub unanswered: bool,
+    /// Not sent: its endpoint went unanswered earlier in the run (the
+    /// transport error names that first failure).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub not_sent: bool,
     /// The stream went on past what the request's `max_tokens` allows,
     /// and reading stopped there: how far past.
     pub overran: Option<String>,

@@ -35,9 +35,11 @@ pub struct TargetArgs {
     #[arg(long)]
     pub api_key: Option<String>,
     /// Seconds a request may take, headers to last byte (--url / --server):
-    /// a reply still going then is an error, never a hang.
-    #[arg(long, default_value_t = 600)]
-    pub request_timeout: u64,
+    /// a reply still going then is an error, never a hang. Default: what
+    /// afm-test's tier states (smoke 20, standard 120, full 300), 600 for
+    /// afm-bench.
+    #[arg(long)]
+    pub request_timeout: Option<u64>,
 }
 
 impl Default for TargetArgs {
@@ -49,25 +51,43 @@ impl Default for TargetArgs {
             server: None,
             server_timeout: 300,
             api_key: None,
-            request_timeout: 600,
+            request_timeout: None,
         }
     }
 }
 
 impl TargetArgs {
-    /// How long one request may take (`--request-timeout`).
+    /// Seconds one request may take: `--request-timeout`, else
+    /// [`DEFAULT_REQUEST_TIMEOUT_S`].
+    pub fn request_timeout_s(&self) -> u64 {
+        self.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT_S)
+    }
+
+    /// The same flags with `seconds` per request unless one was given.
+    pub fn with_request_timeout(&self, seconds: u64) -> Self {
+        TargetArgs {
+            request_timeout: Some(self.request_timeout.unwrap_or(seconds)),
+            ..self.clone()
+        }
+    }
+
+    /// How long one request may take.
     pub fn time_limit(&self) -> Duration {
-        Duration::from_secs(self.request_timeout)
+        Duration::from_secs(self.request_timeout_s())
     }
 
     /// The limits every reply was read under, for the report.
     pub fn reply_limits(&self) -> ReplyLimits {
         ReplyLimits {
             cap_mib: REPLY_CAP >> 20,
-            request_timeout_s: self.request_timeout,
+            request_timeout_s: self.request_timeout_s(),
         }
     }
 }
+
+/// Seconds a request may take when neither the flag nor the run says:
+/// afm-bench's requests, which may be long by design.
+pub const DEFAULT_REQUEST_TIMEOUT_S: u64 = 600;
 
 /// The bundled model: the in-process engine's default.
 pub const DEFAULT_MODEL: &str = "smollm2";

@@ -8,8 +8,10 @@
 #[cfg(feature = "engine")]
 mod in_process;
 pub mod process;
+mod unanswered;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -17,6 +19,7 @@ use serde_json::Value;
 
 #[cfg(feature = "engine")]
 pub use in_process::InProcess;
+pub use unanswered::Unanswered;
 
 use crate::protocol::exchange::Exchange;
 
@@ -36,6 +39,9 @@ pub enum Target {
         /// Path prefixes the suites use -> where this server serves them
         /// (a profile's `[routes]`), longest first.
         routes: Vec<(String, String)>,
+        /// Endpoints that went unanswered in this run, not asked again
+        /// (conformance runs; None: every request is sent).
+        unanswered: Option<Arc<Unanswered>>,
     },
 }
 
@@ -136,6 +142,27 @@ impl Target {
             api_key,
             model: None,
             routes: Vec::new(),
+            unanswered: None,
+        }
+    }
+
+    /// The same target, sending no more requests to an endpoint that
+    /// went unanswered ([`Unanswered`]): each such request is an error
+    /// "not run" at once (HTTP only; the in-process engine has no
+    /// transport to fail).
+    pub fn skip_unanswered(mut self) -> Self {
+        #[allow(irrefutable_let_patterns)]
+        if let Target::Http { unanswered, .. } = &mut self {
+            *unanswered = Some(Arc::default());
+        }
+        self
+    }
+
+    fn unanswered(&self) -> Option<&Unanswered> {
+        match self {
+            #[cfg(feature = "engine")]
+            Target::InProcess(_) => None,
+            Target::Http { unanswered, .. } => unanswered.as_deref(),
         }
     }
 
@@ -239,6 +266,14 @@ impl Target {
             streamed,
             ..Default::default()
         };
+        let skipped = self
+            .unanswered()
+            .and_then(|u| u.earlier(&out.method, &out.path, streamed));
+        if let Some(why) = skipped {
+            ex.transport_error = Some(why);
+            ex.not_sent = true;
+            return ex;
+        }
         let key = match out.auth {
             Auth::Given => self.api_key().map(str::to_string),
             Auth::Missing => None,
@@ -255,6 +290,10 @@ impl Target {
             _ => exchange.await,
         }
         ex.millis = millis_since(start);
+        if let Some(u) = self.unanswered().filter(|_| !ex.left) {
+            let why = ex.transport_error.as_deref().filter(|_| ex.unanswered);
+            u.record(&out.method, &out.path, streamed, why);
+        }
         ex
     }
 
@@ -298,7 +337,10 @@ impl Target {
                 }
                 match req.send().await {
                     Ok(r) => read_http(r, out.leave, start, ex).await,
-                    Err(e) => ex.transport_error = Some(timeout_named(&e, "no reply headers came")),
+                    Err(e) => {
+                        ex.unanswered = e.is_timeout() || e.is_connect();
+                        ex.transport_error = Some(timeout_named(&e, "no reply headers came"));
+                    }
                 }
             }
         }
@@ -366,6 +408,16 @@ fn headers_of(h: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {
 async fn read_http(mut r: reqwest::Response, leave: Leave, start: Instant, ex: &mut Exchange) {
     ex.status = r.status().as_u16();
     ex.headers = headers_of(r.headers());
+    if let Some(declared) = r.content_length().filter(|&n| n > REPLY_CAP as u64) {
+        // Reading it would only end at the cap, at the server's pace.
+        ex.transport_error = Some(format!(
+            "the reply declares {declared} bytes (Content-Length), past the harness's cap of \
+             {} MiB: not read",
+            REPLY_CAP >> 20
+        ));
+        ex.unanswered = true;
+        return;
+    }
     let mut reader = BodyReader::new(ex, leave);
     let mut read = 0usize;
     loop {
@@ -377,6 +429,7 @@ async fn read_http(mut r: reqwest::Response, leave: Leave, start: Instant, ex: &
                         "the reply passed {} MiB, the harness's cap: reading stopped",
                         REPLY_CAP >> 20
                     ));
+                    ex.unanswered = true;
                     break;
                 }
                 reader.feed(&bytes, millis_since(start), ex);
@@ -386,6 +439,7 @@ async fn read_http(mut r: reqwest::Response, leave: Leave, start: Instant, ex: &
             }
             Ok(None) => break,
             Err(e) => {
+                ex.unanswered = e.is_timeout();
                 ex.transport_error = Some(timeout_named(&e, "the reply did not end"));
                 break;
             }

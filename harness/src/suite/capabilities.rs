@@ -160,11 +160,26 @@ impl Capabilities {
     /// Probes what is not already set (by `--assume` or a profile), in
     /// [`ALL`]'s order.
     pub async fn probe(mut self, target: &Target, nonce: &str) -> Capabilities {
-        let chat = target.post(CHAT, &ask(json!({}))).await;
+        // The three protocols' endpoints at once: a server that hangs on
+        // each costs the run one request time limit, not three.
+        let unset = |name| !self.found.contains_key(name);
+        let hello = ask(json!({}));
+        let (chat, messages, responses) = tokio::join!(
+            target.post(CHAT, &hello),
+            when(unset("messages"), probe_messages(target)),
+            when(unset("responses"), probe_responses(target)),
+        );
+        let mut endpoints = [("messages", messages), ("responses", responses)];
         let chat_ok = chat.status == 200 && chat.body["choices"].is_array();
         self.served_model = chat.body["model"].as_str().map(str::to_string);
         for name in ALL {
             if self.found.contains_key(name) {
+                continue;
+            }
+            if let Some((_, probed)) = endpoints.iter_mut().find(|(n, _)| *n == name) {
+                if let Some((state, evidence)) = probed.take() {
+                    self.set(name, state, evidence);
+                }
                 continue;
             }
             if !chat_ok && ALL[NEED_CHAT_FROM..].contains(&name) {
@@ -177,6 +192,14 @@ impl Capabilities {
             }
         }
         self
+    }
+}
+
+/// `probe`'s result, when `wanted` (else it is never polled: no request).
+async fn when<T>(wanted: bool, probe: impl std::future::Future<Output = T>) -> Option<T> {
+    match wanted {
+        true => Some(probe.await),
+        false => None,
     }
 }
 
@@ -202,8 +225,6 @@ async fn probe_one(
             };
             (state, outcome(chat))
         }
-        "messages" => probe_messages(target).await,
-        "responses" => probe_responses(target).await,
         "api_key" => probe_api_key(target).await,
         "cors" => probe_cors(target).await,
         "streaming" => probe_streaming(target).await,

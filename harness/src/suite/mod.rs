@@ -28,6 +28,21 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// Seconds one request of the tier may take (headers to last byte)
+    /// unless `--request-timeout` says otherwise: a reply that trickles
+    /// or never ends costs a run this, not the 600 s a benchmark's long
+    /// requests need. The longest step measured over the published
+    /// matrix's nine servers was 17.8 s (mlx-lm's concurrent strict
+    /// schemas, standard tier), and the smoke tier's cases are its
+    /// shortest.
+    pub fn request_timeout_s(self) -> u64 {
+        match self {
+            Tier::Smoke => 20,
+            Tier::Standard => 120,
+            Tier::Full => 300,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Tier::Smoke => "smoke",

@@ -193,6 +193,16 @@ async fn run_case(
     let mut played = Vec::new();
     for &stream in modes {
         let (exchanges, subjects) = play(target, case, stream, nonce, seed).await;
+        // An endpoint closed for the run: nothing to grade.
+        if let Some(why) = exchanges.iter().find(|e| e.not_sent) {
+            let why = why.transport_error.clone();
+            steps.extend(exchanges.iter().map(StepRecord::of));
+            return CaseResult {
+                steps,
+                millis: start.elapsed().as_secs_f64() * 1000.0,
+                ..CaseResult::of_case(section, case, Status::Error, why)
+            };
+        }
         for spec in &case.checks {
             for mut f in spec.evaluate(&exchanges, &subjects) {
                 if modes.len() > 1 {

@@ -180,11 +180,11 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
     // A key, so the security cases check afm-serve's key handling too.
     let engine_key = format!("afm-test-{:x}", cases::run_nonce());
     let log = args.out.join("server.log");
+    let target_args = args
+        .target
+        .with_request_timeout(args.tier.request_timeout_s());
     let opened =
-        runtime.block_on(
-            args.target
-                .open(&args.engine_flags(), Some(engine_key), &log, false),
-        )?;
+        runtime.block_on(target_args.open(&args.engine_flags(), Some(engine_key), &log, false))?;
     if let Some(process) = &opened.server {
         observer.note(&format!(
             "started `{}` (log {})",
@@ -200,7 +200,7 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
             .absent
             .insert("batch_invariance".into(), reason.clone());
     }
-    let target = opened.target.with_routes(&profile.routes);
+    let target = opened.target.with_routes(&profile.routes).skip_unanswered();
     let requested_model = target.model().map(str::to_string);
     let nonce = cases::run_nonce();
     observer.note(&format!("{selected} cases against {}", target.describe()));
@@ -268,7 +268,7 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
         tier: Some(args.tier),
         seed,
         capabilities,
-        reply_limits: Some(args.target.reply_limits()),
+        reply_limits: Some(target_args.reply_limits()),
         clients: clients.map(|c| c.versions.clone()),
     };
     let mut report = Report::new(info, results);
