@@ -8,7 +8,10 @@
 //! - a reply off the schema or the stream rules that the client read whole,
 //!   handing its user values of the types it declares, is `spec`;
 //!   a client that raised on it, or handed its user a wrong type, is `fail`;
-//! - a usage the client's user never gets (absent, not wrong) is `degraded`;
+//! - a usage the client's user never gets (absent, not wrong) is `degraded`,
+//!   on every path the SDK offers (the chat `.stream()` helper drops a
+//!   chunk whose `object` is not `chat.completion.chunk`, usage and all);
+//!   content, calls or a finish that a path drops are a `fail`;
 //! - an answer to a request the published spec forbids, in a case marked
 //!   `lenient`, is `lenient`.
 //!
@@ -89,8 +92,17 @@ fn judge<'a>(
             // the server leaves out is then newer than the server, as the
             // rules read it (`protocol::spec_schemas`).
             let letter_only = f.grade == Grade::Spec;
-            match outcomes.iter().find(|c| breaks(c, letter_only)) {
-                Some(&broke) => (Some(Grade::Fail), Some(broke)),
+            if let Some(&broke) = outcomes.iter().find(|c| breaks(c, letter_only)) {
+                return (Some(Grade::Fail), Some(broke));
+            }
+            // Read rightly, but the user of a call the SDK offers loses
+            // what the reply carried: the usage only is degraded, an
+            // answer's content, calls or finish a failure.
+            match outcomes.iter().find(|c| !c.lost.is_empty()) {
+                Some(&lossy) if lossy.lost.iter().all(|l| l == "usage") => {
+                    (Some(Grade::Degraded), Some(lossy))
+                }
+                Some(&lossy) => (Some(Grade::Fail), Some(lossy)),
                 None => (Some(Grade::Spec), Some(evidence)),
             }
         }
@@ -116,8 +128,9 @@ fn judge<'a>(
 
 /// The client raised, or handed its user a value its own types rule out
 /// (with `wrong_values_only`, a wrong value, not a field left out). A
-/// chunk's or object's `object` field alone does not count: no code of the
-/// SDKs reads it, and their streams yield such chunks unchanged.
+/// chunk's or object's `object` field alone does not break a client: the
+/// SDKs' plain streams yield such chunks unchanged (what the chat
+/// `.stream()` helper, which reads it, drops is the outcome's `lost`).
 fn breaks(c: &ClientOutcome, wrong_values_only: bool) -> bool {
     c.raised.is_some()
         || c.rejected.iter().any(|r| {
@@ -162,6 +175,7 @@ check = [{ kind = "status", equals = 400 }]"#,
             }),
             value: None,
             rejected: vec![],
+            lost: vec![],
         }
     }
 
@@ -172,6 +186,7 @@ check = [{ kind = "status", equals = 400 }]"#,
             raised: None,
             value: Some(json!({"content": "hi", "usage": usage})),
             rejected: rejected.iter().map(|s| s.to_string()).collect(),
+            lost: vec![],
         }
     }
 
@@ -253,6 +268,24 @@ check = [{ kind = "status", equals = 400 }]"#,
         assert_eq!(f.grade, Grade::Fail);
         // A lenient case refused with the wrong status is no answer.
         let f = graded(&case(true), "status", &[step(500, raised(500))]);
+        assert_eq!(f.grade, Grade::Fail);
+    }
+
+    #[test]
+    fn a_chunk_the_stream_helper_drops_is_degraded_for_usage_and_a_failure_for_content() {
+        let mut helper = returned(serde_json::Value::Null, &["object: Input should be 'x'"]);
+        helper.call = Some("chat.completions.stream() helper".into());
+        helper.lost = vec!["usage".into()];
+        let f = graded(&case(false), "sse", &[step(200, helper.clone())]);
+        assert_eq!(f.grade, Grade::Degraded);
+        assert!(
+            f.client
+                .unwrap()
+                .contains("its user loses the reply's usage"),
+            "the evidence names the loss"
+        );
+        helper.lost = vec!["content".into(), "usage".into()];
+        let f = graded(&case(false), "sse", &[step(200, helper)]);
         assert_eq!(f.grade, Grade::Fail);
     }
 

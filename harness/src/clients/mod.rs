@@ -38,6 +38,11 @@ pub struct ClientOutcome {
     /// declares for them (`field: why`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejected: Vec<String>,
+    /// What the user of this call loses that the reply carried (fields of
+    /// `value`): the chat `.stream()` helper skips chunks whose `object`
+    /// is not `chat.completion.chunk`, with whatever they carried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<String>,
 }
 
 /// An exception of the client.
@@ -81,7 +86,11 @@ impl ClientOutcome {
             true => String::new(),
             false => format!("; its types reject {}", self.rejected.join("; ")),
         };
-        format!("{} {call} returned {value}{rejected}", self.client)
+        let lost = match self.lost.is_empty() {
+            true => String::new(),
+            false => format!("; its user loses the reply's {}", self.lost.join(", ")),
+        };
+        format!("{} {call} returned {value}{rejected}{lost}", self.client)
     }
 }
 

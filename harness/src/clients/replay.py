@@ -21,7 +21,7 @@ import openai
 import pydantic
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message, MessageTokensCount, RawMessageStreamEvent
-from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.lib.streaming.chat import ChatCompletionStreamManager, ChatCompletionStreamState
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.pagination import SyncPage
 from openai.types import Completion, Model
@@ -172,25 +172,41 @@ def openai_call(client, ex):
         if not stream:
             c = client.post(path, body=req, cast_to=ChatCompletion)
             return "chat.completions.create", chat_view(c), rejected([c])
-        chunks = list(
-            client.post(
+        def request():
+            return client.post(
                 path,
                 body=req,
                 cast_to=ChatCompletion,
                 stream=True,
                 stream_cls=openai.Stream[ChatCompletionChunk],
             )
-        )
+
         tools = (req or {}).get("tools") if isinstance(req, dict) else None
-        state = ChatCompletionStreamState(input_tools=tools or openai.omit)
+        tools = tools or openai.omit
+        # create(stream=True): its user reads every chunk.
+        chunks = list(request())
+        state = ChatCompletionStreamState(input_tools=tools)
         for chunk in chunks:
             state.handle_chunk(chunk)
-        # The accumulated completion, not get_final_completion(): that one
-        # parses for .parse() users and raises LengthFinishReasonError on
-        # every reply cut at its max_tokens, whatever the server.
-        return "chat.completions.stream", chat_view(
-            state.current_completion_snapshot
-        ), rejected(chunks)
+        every = chat_view(state.current_completion_snapshot)
+        # .stream(), the helper the SDK's docs recommend, as it builds
+        # itself: it skips every chunk whose `object` is not
+        # "chat.completion.chunk" (_is_valid_chat_completion_chunk_weak),
+        # so what such a chunk carried never reaches its user. Its
+        # snapshot, not get_final_completion(): that one parses for
+        # .parse() users and raises LengthFinishReasonError on every reply
+        # cut at its max_tokens, whatever the server.
+        helper = {}
+        with ChatCompletionStreamManager(
+            request, response_format=openai.omit, input_tools=tools
+        ) as stream:
+            stream.until_done()
+            if any(c.object == "chat.completion.chunk" for c in chunks):
+                helper = chat_view(stream.current_completion_snapshot)
+        lost = [k for k, v in every.items() if v and helper.get(k) != v]
+        if lost:
+            return "chat.completions.stream() helper", helper, rejected(chunks), lost
+        return "chat.completions.create(stream) and .stream()", every, rejected(chunks)
     if path == "/v1/completions":
         if not stream:
             c = client.post(path, body=req, cast_to=Completion)
@@ -274,8 +290,11 @@ def replay(ex, base):
         return {"client": name, "raised": raised(e, sdk)}
     if done is None:
         return None
-    call, view, invalid = done
-    return {"client": name, "call": call, "value": view, "rejected": invalid}
+    call, view, invalid, *lost = done
+    out = {"client": name, "call": call, "value": view, "rejected": invalid}
+    if lost and lost[0]:
+        out["lost"] = lost[0]
+    return out
 
 
 def main():
