@@ -71,6 +71,7 @@ while [ $# -gt 0 ]; do
     --model) MODEL="$2"; shift 2 ;;
     --published) PUBLISHED=1; shift ;;
     --merge) MERGE=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "compatibility.sh: unknown argument '$1' (--tier TIER, --only a,b, --fresh, --model smollm2|conformance, --published, --merge)" >&2; exit 2 ;;
     esac
 done
@@ -439,7 +440,7 @@ PY
     echo
     echo "\`bash interop/peers/compatibility.sh\` ($TIER tier, $RUN_NOTE). Every server runs on the bundled SmolLM2-135M-Instruct: the GGUF for the llama.cpp servers, its float32 export (\`afm-serve convert --dtype f32\`) for the others, with the tools-aware ChatML template of \`$TEMPLATE\` where a server takes a template (a file, its text, or the model folder's tokenizer_config.json). Known failures: \`baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version."
     echo
-    echo "Scope: every column runs the $TIER tier (96 cases), except mlx-omni-server, which runs every section but limits: it serves one request at a time, accepts \`max_tokens: 100000000\` and ignores the stop string of \`limits.max_tokens_over_context\`, so that case generated until the 600 s request timeout and every later case waited behind it (measured: an ERROR of 600 s, then the run stalled). mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`interop/peers/profiles/mlx-omni-server.toml\`)."
+    echo "Scope: every column runs the $TIER tier ($(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rows"]))' "$OUT/matrix.json") cases), except mlx-omni-server, which runs every section but limits: it serves one request at a time, accepts \`max_tokens: 100000000\` and ignores the stop string of \`limits.max_tokens_over_context\`, so that case generated until the 600 s request timeout and every later case waited behind it (measured: an ERROR of 600 s, then the run stalled). mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`interop/peers/profiles/mlx-omni-server.toml\`)."
     echo
     echo "The columns' wall times add up to $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); t=sum(c["wall_seconds"] for c in m["columns"]); print(f"{t/60:.0f} min")' "$OUT/matrix.json") (each column's own run, start-up included; installs not counted)."
     if [ -f "$SHELF/disk.md" ]; then

@@ -1,13 +1,28 @@
-//! Known failures: a TOML file that attributes failing cases to issues,
+//! Known failures: a TOML file that attributes failing cases to causes,
 //! so a report and a diff tell pre-existing, explained failures from new
 //! ones.
 //!
 //! ```toml
+//! [[cause]]
+//! id = "usage-chunk-object"
+//! issue = "mlx-lm 0.32.2: the streamed usage chunk is a chat.completion"
+//! reason = "the last chunk has object chat.completion"
+//!
 //! [[known]]
-//! id = "reasoning.think_split"
-//! issue = "https://example.org/issues/12"
-//! reason = "the bundled model has no reasoning mode"
+//! id = "preflight.stream"
+//! cause = "usage-chunk-object"
+//!
+//! [[known]]
+//! id = "concurrency.sixteen_streams"
+//! cause = "usage-chunk-object"
+//! reason = "in each of the 16 streams"   # how it shows here (optional)
 //! ```
+//!
+//! A cause is named once, by its id, however many cases it fails: pages
+//! count causes by id, so one server bug is one cause whatever each
+//! case's note says. An entry may still carry its own `issue` (and
+//! `reason`) without a `cause`: it is then a cause of its own, named by
+//! its issue text.
 //!
 //! One case may fail on one server for different causes with different
 //! models (a peer's file serves both compatibility pages): an entry with
@@ -18,21 +33,38 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde::Deserialize;
 
 use crate::report::{Report, RunInfo};
 
+/// One case's attribution, its cause resolved.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Known {
     pub id: String,
+    /// The cause's id (a `[[cause]]` of the same file).
+    #[serde(default)]
+    pub cause: Option<String>,
+    /// The cause's title: its `[[cause]]`'s, or the entry's own.
+    #[serde(default)]
     pub issue: String,
+    /// How the cause shows in this case (else the cause's reason).
     #[serde(default)]
     pub reason: String,
     /// Only for runs whose model (served or requested) contains this.
     #[serde(default)]
     pub model: Option<String>,
+}
+
+/// A cause several cases may share.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Cause {
+    id: String,
+    issue: String,
+    #[serde(default)]
+    reason: String,
 }
 
 impl Known {
@@ -44,6 +76,11 @@ impl Known {
             format!("{} ({})", self.issue, self.reason)
         }
     }
+
+    /// What counts causes: the cause's id, else the entry's issue text.
+    pub fn cause_id(&self) -> &str {
+        self.cause.as_deref().unwrap_or(&self.issue)
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -53,7 +90,10 @@ pub struct KnownFailures {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct File {
+    #[serde(default)]
+    cause: Vec<Cause>,
     #[serde(default)]
     known: Vec<Known>,
 }
@@ -66,8 +106,42 @@ impl KnownFailures {
 
     pub fn read(path: &Path) -> Result<Self> {
         let file: File = crate::toml_input::read(path, "known failures")?;
+        let mut causes: BTreeMap<&str, &Cause> = BTreeMap::new();
+        for c in &file.cause {
+            if causes.insert(&c.id, c).is_some() {
+                bail!("{}: cause {:?} is defined twice", path.display(), c.id);
+            }
+        }
         let mut by_id: BTreeMap<String, Vec<Known>> = BTreeMap::new();
-        for k in file.known {
+        for mut k in file.known {
+            match (&k.cause, k.issue.is_empty()) {
+                (Some(id), true) => {
+                    let Some(c) = causes.get(id.as_str()) else {
+                        bail!(
+                            "{}: {} names cause {id:?}, which no [[cause]] defines",
+                            path.display(),
+                            k.id
+                        );
+                    };
+                    k.issue = c.issue.clone();
+                    if k.reason.is_empty() {
+                        k.reason = c.reason.clone();
+                    }
+                }
+                (Some(_), false) => bail!(
+                    "{}: {} gives both a cause and an issue (the cause has the issue)",
+                    path.display(),
+                    k.id
+                ),
+                (None, true) => {
+                    bail!(
+                        "{}: {} names neither a cause nor an issue",
+                        path.display(),
+                        k.id
+                    )
+                }
+                (None, false) => {}
+            }
             by_id.entry(k.id.clone()).or_default().push(k);
         }
         for entries in by_id.values_mut() {
@@ -100,7 +174,7 @@ impl KnownFailures {
         for c in &mut report.cases {
             let known = self.get(&c.id, &names).filter(|_| c.status.failed());
             c.known_issue = known.map(Known::label);
-            c.known_cause = known.map(|k| k.issue.clone());
+            c.known_cause = known.map(|k| k.cause_id().to_string());
         }
         report.summary.known = report
             .cases
@@ -120,6 +194,72 @@ fn model_names(run: &RunInfo) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn read(text: &str) -> Result<KnownFailures> {
+        let path = std::env::temp_dir().join(format!(
+            "afm-known-causes-{}-{}.toml",
+            std::process::id(),
+            text.len()
+        ));
+        std::fs::write(&path, text).unwrap();
+        let known = KnownFailures::read(&path);
+        std::fs::remove_file(&path).unwrap();
+        known
+    }
+
+    #[test]
+    fn cases_sharing_a_cause_id_name_one_cause_each_with_its_own_note() {
+        let known = read(
+            r#"
+[[cause]]
+id = "usage-object"
+issue = "the usage chunk is a chat.completion"
+reason = "object is chat.completion"
+
+[[known]]
+id = "preflight.stream"
+cause = "usage-object"
+
+[[known]]
+id = "concurrency.sixteen_streams"
+cause = "usage-object"
+reason = "in each of the 16 streams"
+
+[[known]]
+id = "tools.none"
+issue = "tool_choice none ignored (seed 003)"
+"#,
+        )
+        .unwrap();
+        let a = known.get("preflight.stream", &[]).unwrap();
+        let b = known.get("concurrency.sixteen_streams", &[]).unwrap();
+        assert_eq!(
+            (a.cause_id(), b.cause_id()),
+            ("usage-object", "usage-object")
+        );
+        assert_eq!(
+            a.label(),
+            "the usage chunk is a chat.completion (object is chat.completion)"
+        );
+        assert_eq!(
+            b.label(),
+            "the usage chunk is a chat.completion (in each of the 16 streams)"
+        );
+        // Without a cause, its own issue text is its cause.
+        let c = known.get("tools.none", &[]).unwrap();
+        assert_eq!(c.cause_id(), "tool_choice none ignored (seed 003)");
+    }
+
+    #[test]
+    fn a_cause_that_is_not_defined_is_an_error_that_names_it() {
+        let err = read("[[known]]\nid = \"a.b\"\ncause = \"nowhere\"\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("a.b names cause \"nowhere\""), "{err}");
+        let err = read("[[known]]\nid = \"a.b\"\n").err().unwrap().to_string();
+        assert!(err.contains("neither a cause nor an issue"), "{err}");
+    }
 
     #[test]
     fn an_entry_scoped_to_a_model_wins_for_that_model_only() {
