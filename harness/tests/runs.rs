@@ -10,6 +10,7 @@ use crate::support::mock::bench_args;
 use crate::support::{mock, routing_double};
 use afm_harness::report::{CaseResult, Status};
 use afm_harness::run::conformance::{self, ConformanceArgs};
+use afm_harness::run::regrade::{self, RegradeArgs};
 use afm_harness::run::target::TargetArgs;
 use afm_harness::run::{bench, matrix, Observer, Quiet};
 use afm_harness::suite::Tier;
@@ -296,6 +297,59 @@ fn a_server_that_never_ends_a_reply_ends_the_smoke_tier_in_one_time_limit() {
         || c.id == "validation.malformed_json"));
     // One time limit (3 s) for the probes, then nothing waits.
     assert!(wall < 8.0, "{wall:.1} s");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A report keeps each reply's bytes: `regrade` grades every case that
+/// ran again from them alone, with no server, and comes to the same
+/// grades; an edited stored reply changes its case's grade (it is the
+/// bytes that are graded, not the stored verdict).
+#[test]
+fn a_report_is_graded_again_from_its_stored_bytes_alone() {
+    let mut args = mock::fast();
+    args.fault = vec!["miscount".parse().unwrap()];
+    let url = mock::start(args);
+    let out = scratch("regrade");
+    let target = TargetArgs {
+        url: Some(url),
+        ..TargetArgs::default()
+    };
+    let report = conformance::run(
+        &ConformanceArgs::new(Tier::Smoke, target, out.clone()),
+        Arc::new(Quiet),
+    )
+    .unwrap();
+    let ran = report
+        .cases
+        .iter()
+        .filter(|c| c.status != Status::Skip)
+        .count();
+    assert!(report.summary.fail > 0, "the miscount fails some case");
+    let path = out.join("report.json");
+    let again = regrade::run(&RegradeArgs::new(&path)).unwrap();
+    assert_eq!(again.regraded, ran, "{}", again.text());
+    assert!(again.changes.is_empty(), "{}", again.text());
+    // The passing plain chat's stored reply, edited to carry no choice.
+    let mut stored: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let case = stored["cases"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["id"] == "preflight.chat")
+        .unwrap();
+    assert_eq!(case["status"], "pass");
+    case["steps"][0]["raw"]["text"] = serde_json::json!("{\"choices\": []}");
+    case["steps"][0]["raw"]["pieces"] = serde_json::json!([[15, 1.0]]);
+    std::fs::write(&path, stored.to_string()).unwrap();
+    let edited = regrade::run(&RegradeArgs::new(&path)).unwrap();
+    let changed: Vec<&str> = edited.changes.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(changed, ["preflight.chat"], "{}", edited.text());
+    assert!(
+        edited.changes[0].after.starts_with("fail"),
+        "{}",
+        edited.text()
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 

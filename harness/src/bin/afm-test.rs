@@ -12,6 +12,7 @@ use afm_harness::report::diff::{Diff, Options as DiffOptions};
 use afm_harness::report::known_failures::KnownFailures;
 use afm_harness::report::{html, summary, write_text, CaseResult, Report};
 use afm_harness::run::conformance::{self, ConformanceArgs};
+use afm_harness::run::regrade::{self, RegradeArgs};
 use afm_harness::run::{matrix, Observer};
 use afm_harness::suite::{self, Tier};
 use anyhow::Result;
@@ -63,6 +64,10 @@ enum Command {
         #[arg(long)]
         allow_skips: bool,
     },
+    /// Grade a report's cases again from the reply bytes it stored, with
+    /// no server (the suites' checks as they are now; `--clients` as in
+    /// the run). Exits 1 when a grade came out otherwise.
+    Regrade(RegradeArgs),
     /// Run several targets (servers, models, flag sets) from a TOML file
     /// into one report with a column per target.
     Matrix {
@@ -106,6 +111,13 @@ fn main() -> ExitCode {
             known_failures,
             DiffOptions { allow_skips },
         ),
+        Some(Command::Regrade(args)) => regrade::run(&args).map(|r| {
+            print!("{}", r.text());
+            if let Some(out) = &args.out {
+                println!("afm-test regrade: {}", out.join("report.json").display());
+            }
+            exit_code(!r.changes.is_empty())
+        }),
         Some(Command::Matrix {
             file,
             out,

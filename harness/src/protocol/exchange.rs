@@ -49,4 +49,34 @@ pub struct Exchange {
     pub left: bool,
     pub streamed: bool,
     pub millis: f64,
+    /// The reply's bytes as they came, up to [`RAW_CAP`], and each
+    /// piece's end in them with the ms it arrived: what a report keeps so
+    /// that `afm-test regrade` reads the reply again exactly as it came.
+    #[serde(skip)]
+    pub raw: Vec<u8>,
+    #[serde(skip)]
+    pub raw_pieces: Vec<(usize, f64)>,
+    /// More came than [`RAW_CAP`]: `raw` is its start.
+    #[serde(skip)]
+    pub raw_cut: bool,
+}
+
+/// The reply bytes a report keeps of one request: a 2xx of a suite's
+/// cases is kilobytes, a stream of a few hundred tokens tens of them.
+pub const RAW_CAP: usize = 1 << 20;
+
+impl Exchange {
+    /// Keeps `bytes`, which arrived `at_millis` after the request, as far
+    /// as [`RAW_CAP`] allows.
+    pub fn keep_raw(&mut self, bytes: &[u8], at_millis: f64) {
+        let room = RAW_CAP.saturating_sub(self.raw.len());
+        if bytes.len() > room {
+            self.raw_cut = true;
+        }
+        let kept = &bytes[..bytes.len().min(room)];
+        if !kept.is_empty() {
+            self.raw.extend_from_slice(kept);
+            self.raw_pieces.push((self.raw.len(), at_millis));
+        }
+    }
 }

@@ -88,10 +88,22 @@ pub fn render_report(report: &Report) -> Result<String> {
         .collect();
     let mut sections: Vec<String> = report.cases.iter().map(|c| c.section.clone()).collect();
     sections.dedup();
+    // Each step as read, without its stored bytes (they are for
+    // `afm-test regrade`, in report.json).
     let steps: Vec<String> = report
         .cases
         .iter()
-        .map(|c| serde_json::to_string_pretty(&c.steps).unwrap_or_default())
+        .map(|c| {
+            let shown: Vec<_> = c
+                .steps
+                .iter()
+                .map(|s| crate::report::StepRecord {
+                    raw: None,
+                    ..s.clone()
+                })
+                .collect();
+            serde_json::to_string_pretty(&shown).unwrap_or_default()
+        })
         .collect();
     let mut ctx = Context::new();
     ctx.insert("report", report);

@@ -12,6 +12,7 @@ pub mod markdown;
 pub mod matrix;
 pub mod summary;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -106,6 +107,64 @@ pub struct StepRecord {
     /// What the official client did with this reply (`--clients`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientOutcome>,
+    /// The reply as it came (`afm-test regrade` reads it again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<RawReply>,
+    /// Which play of the case this step belongs to (a case sent both
+    /// whole and streamed plays twice), and whether its checks read it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub play: usize,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subject: bool,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A reply's headers and bytes as they came, with when each piece
+/// arrived: enough to read it again exactly (`server::reread`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawReply {
+    /// Lower-case names.
+    pub headers: BTreeMap<String, String>,
+    /// The bytes, when they are UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The bytes, when they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<Vec<u8>>,
+    /// Each piece's end in the bytes and the ms it arrived.
+    pub pieces: Vec<(usize, f64)>,
+    /// More came than a report keeps (`protocol::exchange::RAW_CAP`):
+    /// these bytes are its start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
+}
+
+impl RawReply {
+    fn of(ex: &Exchange) -> Self {
+        let (text, bytes) = match String::from_utf8(ex.raw.clone()) {
+            Ok(t) => (Some(t), None),
+            Err(e) => (None, Some(e.into_bytes())),
+        };
+        RawReply {
+            headers: ex.headers.clone(),
+            text,
+            bytes,
+            pieces: ex.raw_pieces.clone(),
+            cut: ex.raw_cut,
+        }
+    }
+
+    /// The bytes as they came.
+    pub fn bytes(&self) -> &[u8] {
+        match (&self.text, &self.bytes) {
+            (Some(t), _) => t.as_bytes(),
+            (None, Some(b)) => b,
+            (None, None) => &[],
+        }
+    }
 }
 
 impl StepRecord {
@@ -122,7 +181,34 @@ impl StepRecord {
             transport_error: ex.transport_error.clone(),
             millis: ex.millis,
             client: None,
+            raw: (ex.status != 0).then(|| RawReply::of(ex)),
+            play: 0,
+            subject: false,
         }
+    }
+
+    /// The exchange this step recorded, its reply read again from the
+    /// stored bytes (None: the report kept no bytes: older than them).
+    pub fn exchange(&self) -> Option<Exchange> {
+        // A step that failed before any reply needs no bytes.
+        let raw = match (&self.raw, &self.transport_error) {
+            (None, None) => return None,
+            (raw, _) => raw.as_ref(),
+        };
+        let mut ex = Exchange {
+            path: self.path.clone(),
+            request: self.request.clone(),
+            status: self.status,
+            headers: raw.map(|r| r.headers.clone()).unwrap_or_default(),
+            streamed: self.streamed,
+            transport_error: self.transport_error.clone(),
+            millis: self.millis,
+            ..Default::default()
+        };
+        if let Some(raw) = raw {
+            crate::server::reread(&mut ex, raw.bytes(), &raw.pieces);
+        }
+        Some(ex)
     }
 }
 
@@ -349,16 +435,25 @@ impl Report {
     }
 }
 
-/// Reads a report file of `tool` (afm-test, afm-bench) and refuses other
-/// format versions, so an old or foreign file fails with a clear message.
+/// Reads a report file of `tool` (afm-test, afm-bench), gzipped or not
+/// (`.gz`), and refuses other format versions, so an old or foreign file
+/// fails with a clear message.
 pub fn read_versioned<T: DeserializeOwned>(
     path: &Path,
     tool: &str,
     format: &str,
     format_of: impl Fn(&T) -> &str,
 ) -> Result<T> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading report {}", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading report {}", path.display()))?;
+    let text = if path.extension().is_some_and(|e| e == "gz") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
+            .with_context(|| format!("{} is not gzipped text", path.display()))?;
+        text
+    } else {
+        String::from_utf8(bytes).with_context(|| format!("{} is not text", path.display()))?
+    };
     let report: T = serde_json::from_str(&text)
         .with_context(|| format!("{} is not an {tool} report", path.display()))?;
     let found = format_of(&report);

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod conformance;
 pub mod matrix;
 pub mod plan;
+pub mod regrade;
 pub mod target;
 
 use crate::report::CaseResult;

@@ -448,6 +448,30 @@ async fn read_http(mut r: reqwest::Response, leave: Leave, start: Instant, ex: &
     reader.finish(millis_since(start), ex);
 }
 
+/// Reads a stored reply again (`afm-test regrade`): `ex` has its request,
+/// status and headers; `raw` the bytes as they came, `pieces` each
+/// piece's end in them and the ms it arrived. The same reader as a live
+/// reply's, fed the same pieces at the same times, gives the same
+/// exchange (body or events, their times, malformed lines, overrun).
+pub fn reread(ex: &mut Exchange, raw: &[u8], pieces: &[(usize, f64)]) {
+    let mut reader = BodyReader::new(ex, Leave::Never);
+    let mut from = 0;
+    let mut last = 0.0;
+    for &(end, at) in pieces {
+        let end = end.min(raw.len());
+        if end > from {
+            reader.feed(&raw[from..end], at, ex);
+            from = end;
+        }
+        last = at;
+        if reader.stops(ex) {
+            break;
+        }
+    }
+    let end = if ex.millis > 0.0 { ex.millis } else { last };
+    reader.finish(end, ex);
+}
+
 /// The request's token budget: `max_tokens`, `max_completion_tokens`
 /// (chat), `max_output_tokens` (Responses).
 fn token_budget(request: &Value) -> Option<u64> {
@@ -529,6 +553,7 @@ impl BodyReader {
     }
 
     fn feed(&mut self, bytes: &[u8], at_millis: f64, ex: &mut Exchange) {
+        ex.keep_raw(bytes, at_millis);
         self.pending.extend_from_slice(bytes);
         if !self.sse {
             return;

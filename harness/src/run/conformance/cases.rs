@@ -182,37 +182,81 @@ async fn run_case(
     clients: Option<Arc<Clients>>,
 ) -> CaseResult {
     let start = Instant::now();
-    let modes: &[bool] = match (&case.scenario, case.mode) {
-        (Scenario::StreamPair | Scenario::Raw { .. }, _) => &[false],
-        (_, Mode::NonStream) => &[false],
-        (_, Mode::Stream) => &[true],
-        (_, Mode::Both) => &[false, true],
-    };
-    let mut steps = Vec::new();
-    let mut failures = Vec::new();
-    let mut played = Vec::new();
-    for &stream in modes {
+    let mut plays = Vec::new();
+    for &stream in modes(case) {
         let (exchanges, subjects) = play(target, case, stream, nonce, seed).await;
         // An endpoint closed for the run: nothing to grade.
         if let Some(why) = exchanges.iter().find(|e| e.not_sent) {
             let why = why.transport_error.clone();
-            steps.extend(exchanges.iter().map(StepRecord::of));
+            let steps = plays
+                .iter()
+                .flat_map(|p: &Play| &p.exchanges)
+                .chain(&exchanges)
+                .map(StepRecord::of)
+                .collect();
             return CaseResult {
                 steps,
                 millis: start.elapsed().as_secs_f64() * 1000.0,
                 ..CaseResult::of_case(section, case, Status::Error, why)
             };
         }
+        plays.push(Play {
+            stream,
+            exchanges,
+            subjects,
+        });
+    }
+    CaseResult {
+        millis: start.elapsed().as_secs_f64() * 1000.0,
+        ..grade(section, case, plays, clients).await
+    }
+}
+
+/// One play of a case's scenario: whether it streamed, its exchanges,
+/// and the indices of those its checks read.
+pub struct Play {
+    pub stream: bool,
+    pub exchanges: Vec<Exchange>,
+    pub subjects: Vec<usize>,
+}
+
+/// Whether each play of `case` streams: a case sent both ways plays
+/// twice, whole first.
+pub fn modes(case: &Case) -> &'static [bool] {
+    match (&case.scenario, case.mode) {
+        (Scenario::StreamPair | Scenario::Raw { .. }, _) => &[false],
+        (_, Mode::NonStream) => &[false],
+        (_, Mode::Stream) => &[true],
+        (_, Mode::Both) => &[false, true],
+    }
+}
+
+/// A case's result from its plays: its checks over each play, a
+/// template engine's error text or a stream past its budget anywhere,
+/// and where something failed, the official clients' word on each step.
+/// The same for a live run and for `afm-test regrade`, which rebuilds the
+/// plays from a report's stored bytes.
+pub async fn grade(
+    section: &str,
+    case: &Case,
+    plays: Vec<Play>,
+    clients: Option<Arc<Clients>>,
+) -> CaseResult {
+    let both = plays.len() > 1;
+    let mut steps = Vec::new();
+    let mut failures = Vec::new();
+    let mut played = Vec::new();
+    for (k, p) in plays.into_iter().enumerate() {
         for spec in &case.checks {
-            for mut f in spec.evaluate(&exchanges, &subjects) {
-                if modes.len() > 1 {
-                    f.actual = format!("[{}] {}", mode_name(stream), f.actual);
+            for mut f in spec.evaluate(&p.exchanges, &p.subjects) {
+                if both {
+                    f.actual = format!("[{}] {}", mode_name(p.stream), f.actual);
                 }
                 failures.push(f);
             }
         }
-        failures.extend(exchanges.iter().filter_map(template_error_leak));
-        failures.extend(exchanges.iter().filter_map(|ex| {
+        failures.extend(p.exchanges.iter().filter_map(template_error_leak));
+        failures.extend(p.exchanges.iter().filter_map(|ex| {
             ex.overran.as_ref().map(|why| {
                 crate::suite::checks::Failure::new(
                     "max_tokens",
@@ -221,8 +265,12 @@ async fn run_case(
                 )
             })
         }));
-        steps.extend(exchanges.iter().map(StepRecord::of));
-        played.extend(exchanges);
+        steps.extend(p.exchanges.iter().enumerate().map(|(i, ex)| StepRecord {
+            play: k,
+            subject: p.subjects.contains(&i),
+            ..StepRecord::of(ex)
+        }));
+        played.extend(p.exchanges);
     }
     if !failures.is_empty() {
         if let Some(clients) = clients {
@@ -242,7 +290,6 @@ async fn run_case(
     CaseResult {
         failures,
         steps,
-        millis: start.elapsed().as_secs_f64() * 1000.0,
         ..CaseResult::of_case(section, case, status, errored)
     }
 }
