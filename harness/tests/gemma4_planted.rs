@@ -42,6 +42,8 @@ async fn run(template: Option<&str>, selection: Selection) -> Vec<CaseResult> {
         seed: 1,
         nonce,
         clients: None,
+        repeat: 1,
+        rerun_failures: 0,
     };
     cases::run(&target, &sections, &capabilities, &options, |_| {}).await
 }

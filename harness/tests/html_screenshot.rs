@@ -60,6 +60,7 @@ fn case(n: usize, section: &str, status: Status, known: bool) -> CaseResult {
         millis: 10.0 * n as f64,
         known_issue: known.then(|| "https://example.org/issues/1".into()),
         known_cause: known.then(|| "https://example.org/issues/1".into()),
+        attempts: vec![],
     }
 }
 

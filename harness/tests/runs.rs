@@ -387,6 +387,85 @@ fn a_refusal_another_case_grades_lenient_is_lenient_in_each() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// A server that breaks a stream's end (no `[DONE]`) with a fixed chance
+/// from a seeded generator: run 30 times, the case is graded flaky, every
+/// attempt kept, at about that rate.
+#[test]
+fn a_case_failing_one_time_in_three_is_graded_flaky_at_its_rate() {
+    let mut args = mock::fast();
+    args.fault = vec!["no-done".parse().unwrap()];
+    args.fault_chance = Some(1.0 / 3.0);
+    args.seed = 7;
+    let url = mock::start(args);
+    let out = scratch("flaky");
+    let target = TargetArgs {
+        url: Some(url),
+        ..TargetArgs::default()
+    };
+    let args = ConformanceArgs {
+        cases: vec!["preflight.stream".into()],
+        repeat: 30,
+        ..ConformanceArgs::new(Tier::Smoke, target, out.clone())
+    };
+    let report = conformance::run(&args, Arc::new(Quiet)).unwrap();
+    let case = &report.cases[0];
+    assert_eq!(case.status, Status::Flaky, "{case:?}");
+    assert_eq!(case.attempts.len(), 30);
+    let (failed, n) = case.failure_counts();
+    // A third of 30 is 10; the seeded draw gives one number, and a rate
+    // far from a third would mean the attempts are not independent.
+    assert!((5..=15).contains(&failed), "{failed} of {n}");
+    let reason = case.reason.as_deref().unwrap();
+    assert!(
+        reason.starts_with(&format!(
+            "flaky: failed {failed} of 30 attempts (first at attempt "
+        )),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("[DONE]"),
+        "the first differing evidence: {reason}"
+    );
+    assert_eq!(report.summary.flaky, 1);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `--rerun-failures N` runs again only what failed: a case that passed
+/// keeps one attempt; one that failed has 1 + N, the first failed.
+#[test]
+fn rerun_failures_runs_again_only_the_cases_that_failed() {
+    let mut args = mock::fast();
+    args.fault = vec!["no-done".parse().unwrap()];
+    args.fault_chance = Some(0.6);
+    args.seed = 3;
+    let url = mock::start(args);
+    let out = scratch("rerun");
+    let target = TargetArgs {
+        url: Some(url),
+        ..TargetArgs::default()
+    };
+    let args = ConformanceArgs {
+        sections: vec!["streaming".into(), "preflight".into()],
+        rerun_failures: 4,
+        ..ConformanceArgs::new(Tier::Standard, target, out.clone())
+    };
+    let report = conformance::run(&args, Arc::new(Quiet)).unwrap();
+    let rerun: Vec<&CaseResult> = report
+        .cases
+        .iter()
+        .filter(|c| !c.attempts.is_empty())
+        .collect();
+    assert!(!rerun.is_empty(), "a fault at 0.6 fails some case");
+    for c in &rerun {
+        assert_eq!(c.attempts.len(), 5, "{}", c.id);
+        assert!(c.attempts[0].status.failed(), "{}", c.id);
+    }
+    for c in report.cases.iter().filter(|c| c.attempts.is_empty()) {
+        assert!(!c.status.failed(), "{} failed once and ran once", c.id);
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// A reply that declares a body past the harness's cap fails at once,
 /// unread, whatever the time limit.
 #[test]

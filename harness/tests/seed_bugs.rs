@@ -146,6 +146,8 @@ async fn run(
         seed,
         nonce: cases::run_nonce(),
         clients: None,
+        repeat: 1,
+        rerun_failures: 0,
     };
     cases::run(&target, sections, &all_capabilities(), &options, |_| {}).await
 }

@@ -72,6 +72,8 @@ async fn run(base: &str, sections: &[Section], section: &str) -> (Capabilities, 
         seed: 5,
         nonce,
         clients: None,
+        repeat: 1,
+        rerun_failures: 0,
     };
     let results = cases::run(&target, sections, &caps, &options, |_| {}).await;
     (caps, results)

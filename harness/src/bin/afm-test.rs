@@ -68,6 +68,17 @@ enum Command {
     /// no server (the suites' checks as they are now; `--clients` as in
     /// the run). Exits 1 when a grade came out otherwise.
     Regrade(RegradeArgs),
+    /// Read many reports of one target over time (files, folders, a
+    /// matrix's folder) as a case x run grid: each case's state now, the
+    /// run where it began failing, its flips and failure rate.
+    History {
+        /// Reports, or folders holding them.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// Where history.html, history.md and history.json go.
+        #[arg(long, default_value = "afm-test-history")]
+        out: PathBuf,
+    },
     /// Run several targets (servers, models, flag sets) from a TOML file
     /// into one report with a column per target.
     Matrix {
@@ -111,6 +122,7 @@ fn main() -> ExitCode {
             known_failures,
             DiffOptions { allow_skips },
         ),
+        Some(Command::History { reports, out }) => history(&reports, &out),
         Some(Command::Regrade(args)) => regrade::run(&args).map(|r| {
             print!("{}", r.text());
             if let Some(out) = &args.out {
@@ -132,6 +144,21 @@ fn main() -> ExitCode {
         eprintln!("afm-test: error: {e:#}");
         ExitCode::from(2)
     })
+}
+
+/// The history of `paths`' reports written into `out` and told; 0.
+fn history(paths: &[PathBuf], out: &Path) -> Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let files = afm_harness::report::history::report_files(paths)?;
+    let h = afm_harness::report::history::History::read(&files)?;
+    h.write(out)?;
+    print!("{}", h.text());
+    println!(
+        "afm-test history: {} in {:.1} s",
+        out.join("history.html").display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// 1 when something failed that nothing explains, else 0.

@@ -69,6 +69,11 @@ pub struct MockArgs {
     /// Share of requests (0..1) the faults apply to, spread evenly.
     #[arg(long, default_value_t = 1.0)]
     pub fault_share: f64,
+    /// Instead of --fault-share: each request is faulted with this
+    /// chance (0..1), drawn from --seed and the request's number, so a
+    /// case run again meets the fault at that rate (a flaky server).
+    #[arg(long)]
+    pub fault_chance: Option<f64>,
     /// Forward every request to this server (its base URL) and apply the
     /// faults to its replies (cross-talk only; replies are buffered).
     #[arg(long)]
@@ -90,6 +95,7 @@ impl MockArgs {
             output_tokens: Spread::Const(tokens as f64),
             fault: Vec::new(),
             fault_share: 1.0,
+            fault_chance: None,
             upstream: None,
             seed: 0,
         }
@@ -156,6 +162,9 @@ fn describe_faults(args: &MockArgs) -> String {
 
 /// The mock's routes.
 pub fn router(args: MockArgs) -> Result<Router> {
+    if args.fault_chance.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+        anyhow::bail!("--fault-chance is a chance between 0 and 1");
+    }
     if !(0.0..=1.0).contains(&args.fault_share) {
         anyhow::bail!("--fault-share is a share between 0 and 1");
     }
@@ -266,7 +275,15 @@ impl Mock {
     /// floor((k + 1) x share) passes a whole number).
     fn faulted(&self, id: u64, fault: Fault) -> bool {
         self.args.fault.contains(&fault)
-            && crate::bench::load::in_share(id as usize, self.args.fault_share)
+            && match self.args.fault_chance {
+                Some(p) => {
+                    let mut draw = StdRng::seed_from_u64(
+                        self.args.seed ^ id.wrapping_mul(0xA24B_AED4_963E_E407),
+                    );
+                    rand::Rng::random::<f64>(&mut draw) < p
+                }
+                None => crate::bench::load::in_share(id as usize, self.args.fault_share),
+            }
     }
 
     fn since_start_ms(&self, at: Instant) -> f64 {

@@ -22,6 +22,7 @@ fn symbol(c: &Cell) -> &'static str {
         Status::Spec => "🟡",
         Status::Lenient => "🔵",
         Status::Error => "⚠️",
+        Status::Flaky => "🎲",
         Status::Skip => "⏭",
     }
 }
@@ -65,7 +66,7 @@ pub fn markdown(m: &Matrix) -> String {
          (attributed in a footnote; **new** when nothing explains it) · 🟠 degraded (the \
          official client works and its user loses something: an error's message or type, \
          the usage) · 🟡 spec (off the published schema only, in ways the official SDKs \
-         accept) · 🔵 lenient (answers a request the spec forbids) · ⚠️ error · ⏭ skip (refused by name, or declared absent) · — not run.\n\n",
+         accept) · 🔵 lenient (answers a request the spec forbids) · 🎲 flaky (its attempts disagree) · ⚠️ error · ⏭ skip (refused by name, or declared absent) · — not run.\n\n",
     );
     out.push_str(
         "| server | model | pass | fail (attributed) | causes | degraded | spec | lenient | fail before grading | errors | skipped | wall |\n",
@@ -217,6 +218,7 @@ mod tests {
             millis: 1.0,
             known_issue: known.map(str::to_string),
             known_cause: known.map(|k| k.split(" (").next().unwrap_or(k).to_string()),
+            attempts: vec![],
         }
     }
 

@@ -33,6 +33,10 @@ pub enum Change {
     /// failed before. Shown, never a regression (`--strict` runs make it
     /// one).
     NowSpec,
+    /// Its attempts disagree in A or B, and the failure rates do not
+    /// differ beyond what their attempts can tell apart (or only one
+    /// side has a rate): listed apart, never a regression.
+    Flaky,
     /// Only in B (not failing).
     New,
     /// Only in A.
@@ -50,6 +54,7 @@ impl Change {
             Change::NowSkipped => "Now skipped",
             Change::NowRunning => "No longer skipped",
             Change::NowSpec => "Now spec, degraded or lenient (not failures)",
+            Change::Flaky => "Flaky (attempts disagree; rates not told apart)",
             Change::New => "New cases",
             Change::Removed => "Removed cases",
             Change::Unchanged => "Unchanged",
@@ -82,6 +87,50 @@ pub struct Entry {
     pub was_known: Option<String>,
     /// Why B skipped or errored (or what the probes saw of a failure).
     pub reason: Option<String>,
+    /// The failure rates, where either side ran the case more than once:
+    /// "0/5 -> 3/5", and Fisher's p where both did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rates: Option<String>,
+}
+
+/// The level below which Fisher's exact test (one-sided: B fails more
+/// often than A) calls a rise in the failure rate a regression.
+pub const SIGNIFICANCE: f64 = 0.05;
+
+/// Fisher's exact test, one-sided: the chance that B's `fb` failures of
+/// `nb` attempts (or more) come out of the `fa + fb` failures of all
+/// `na + nb` attempts if both sides failed at the same rate.
+pub fn fisher_one_sided(fa: usize, na: usize, fb: usize, nb: usize) -> f64 {
+    let ln_fact = |n: usize| (1..=n).map(|k| (k as f64).ln()).sum::<f64>();
+    let ln_choose = |n: usize, k: usize| ln_fact(n) - ln_fact(k) - ln_fact(n - k);
+    let (n, failures) = (na + nb, fa + fb);
+    let total = ln_choose(n, nb);
+    (fb..=nb.min(failures))
+        .filter(|&k| nb - k <= n - failures)
+        .map(|k| (ln_choose(failures, k) + ln_choose(n - failures, nb - k) - total).exp())
+        .sum::<f64>()
+        .min(1.0)
+}
+
+/// How two results' failure rates compare, where either has attempts:
+/// the rates as text, and whether B's rose beyond what the attempts can
+/// tell apart (both sides need more than one attempt for that).
+fn rates(x: &CaseResult, y: &CaseResult) -> Option<(String, bool)> {
+    let ((fa, na), (fb, nb)) = (x.failure_counts(), y.failure_counts());
+    if na <= 1 && nb <= 1 {
+        return None;
+    }
+    if na <= 1 || nb <= 1 {
+        return Some((format!("{fa}/{na} -> {fb}/{nb}"), false));
+    }
+    let p = fisher_one_sided(fa, na, fb, nb);
+    // (Below the level by more than the logarithms' rounding: 1/20 is
+    // not below 0.05.)
+    let rose = fb * na > fa * nb && p < SIGNIFICANCE - 1e-9;
+    Some((
+        format!("{fa}/{na} -> {fb}/{nb}, Fisher's exact p = {p:.3} (one-sided)"),
+        rose,
+    ))
 }
 
 /// How strict a comparison is.
@@ -114,12 +163,29 @@ impl Diff {
                 let label = known
                     .label(id, b)
                     .or_else(|| y.and_then(|c| c.known_issue.clone()));
-                let change = classify(
+                let mut change = classify(
                     x.map(|c| c.status),
                     y.map(|c| c.status),
                     label.is_some(),
                     options.allow_skips,
                 );
+                let rated = match (x, y) {
+                    (Some(x), Some(y)) => rates(x, y),
+                    _ => None,
+                };
+                // Rates decide where both sides have them: a regression
+                // only beyond what the attempts tell apart.
+                let skipped = y.is_some_and(|c| c.status == Status::Skip);
+                let both_rated = [x, y]
+                    .iter()
+                    .all(|c| c.is_some_and(|c| c.failure_counts().1 > 1));
+                match &rated {
+                    Some((_, true)) if !skipped => change = Change::Regression,
+                    Some((_, false)) if change == Change::Regression && both_rated && !skipped => {
+                        change = Change::Flaky
+                    }
+                    _ => {}
+                }
                 let any = y.or(x).expect("in one of them");
                 let output_diff = match (x, y) {
                     (Some(x), Some(y)) if x.status != y.status || y.status.failed() => {
@@ -157,6 +223,7 @@ impl Diff {
                         _ => None,
                     },
                     reason: y.and_then(|c| c.reason.clone()),
+                    rates: rated.map(|(text, _)| text),
                 }
             })
             .collect();
@@ -206,6 +273,14 @@ impl Diff {
                 if let Some(k) = &e.known_issue {
                     let _ = writeln!(out, "      known: {k}");
                 }
+                if let Some(r) = &e.rates {
+                    let _ = writeln!(out, "      failure rate: {r}");
+                }
+                if change == Change::Flaky {
+                    if let Some(r) = &e.reason {
+                        let _ = writeln!(out, "      {r}");
+                    }
+                }
                 if change == Change::Regression || change == Change::NowSkipped {
                     if let Some(r) = &e.reason {
                         let _ = writeln!(out, "      reason: {r}");
@@ -228,10 +303,11 @@ impl Diff {
 }
 
 /// The order groups are shown in.
-pub const GROUPS: [Change; 9] = [
+pub const GROUPS: [Change; 10] = [
     Change::Regression,
     Change::Fixed,
     Change::StillFailing,
+    Change::Flaky,
     Change::NowSpec,
     Change::NowSkipped,
     Change::NowRunning,
@@ -256,8 +332,13 @@ fn classify(
         (Some(_), None) => Change::Removed,
         (Some(a), Some(b)) if a == b => match a {
             Fail | Error => Change::StillFailing,
+            Flaky => Change::Flaky,
             _ => Change::Unchanged,
         },
+        // Attempts that disagree are listed apart (the rates, where both
+        // sides have them, may still make it a regression).
+        (Some(a), Some(Flaky)) if a != Skip => Change::Flaky,
+        (Some(Flaky), Some(Fail | Error)) => Change::Flaky,
         (Some(a), Some(Fail | Error)) if held(a) => Change::Regression,
         // The client's user now loses what it had (an error's message, the
         // usage).
@@ -286,6 +367,87 @@ fn output_diff(a: &CaseResult, b: &CaseResult) -> Option<String> {
             .header("before", "after")
             .to_string(),
     )
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+    use crate::report::{Attempt, RunInfo};
+
+    #[test]
+    fn fishers_exact_test_matches_its_hand_computed_values() {
+        // 0 of 5 then 5 of 5: 1 / C(10, 5) = 1/252.
+        assert!((fisher_one_sided(0, 5, 5, 5) - 1.0 / 252.0).abs() < 1e-12);
+        // 0 of 5 then 2 of 5: C(5,2) / C(10,2) = 10/45.
+        assert!((fisher_one_sided(0, 5, 2, 5) - 10.0 / 45.0).abs() < 1e-12);
+        // 2 of 5 then 5 of 5: C(7,5) / C(10,5) = 21/252.
+        assert!((fisher_one_sided(2, 5, 5, 5) - 21.0 / 252.0).abs() < 1e-12);
+        // No rise: certain.
+        assert!((fisher_one_sided(3, 5, 0, 5) - 1.0).abs() < 1e-12);
+    }
+
+    fn rated(id: &str, fails: usize, n: usize) -> CaseResult {
+        let status = |failed| if failed { Status::Fail } else { Status::Pass };
+        let runs: Vec<CaseResult> = (0..n)
+            .map(|k| CaseResult {
+                id: id.into(),
+                name: id.into(),
+                section: "s".into(),
+                tier: crate::suite::Tier::Smoke,
+                seeds: vec![],
+                status: status(k < fails),
+                reason: None,
+                failures: vec![],
+                steps: vec![],
+                millis: 1.0,
+                known_issue: None,
+                known_cause: None,
+                attempts: vec![],
+            })
+            .collect();
+        CaseResult::of_attempts(runs).unwrap()
+    }
+
+    fn change(a: (usize, usize), b: (usize, usize)) -> Change {
+        let report = |c| Report::new(RunInfo::default(), vec![c]);
+        let d = Diff::compare(
+            &report(rated("x", a.0, a.1)),
+            &report(rated("x", b.0, b.1)),
+            &KnownFailures::default(),
+            Options::default(),
+        );
+        d.entries[0].change
+    }
+
+    #[test]
+    fn a_rate_rise_is_a_regression_only_beyond_what_the_attempts_tell_apart() {
+        assert_eq!(change((0, 5), (5, 5)), Change::Regression, "p = 0.004");
+        assert_eq!(change((0, 3), (3, 3)), Change::Flaky, "p = 0.05: not below");
+        assert_eq!(change((0, 5), (2, 5)), Change::Flaky, "p = 0.22");
+        assert_eq!(change((2, 5), (5, 5)), Change::Flaky, "p = 0.083");
+        assert_eq!(change((0, 10), (8, 10)), Change::Regression);
+        assert_eq!(change((5, 5), (5, 5)), Change::StillFailing);
+        assert_eq!(change((2, 5), (0, 5)), Change::Fixed);
+        assert_eq!(change((0, 5), (0, 5)), Change::Unchanged);
+        // One run each: the statuses decide, as before rates.
+        assert_eq!(change((0, 1), (1, 1)), Change::Regression);
+        // A flaky case against a single passing run: apart.
+        assert_eq!(change((0, 1), (1, 3)), Change::Flaky);
+        let flaky = rated("x", 1, 3);
+        assert_eq!(flaky.status, Status::Flaky);
+        assert_eq!(flaky.attempts.len(), 3);
+        assert!(matches!(
+            flaky.attempts[0],
+            Attempt {
+                status: Status::Fail,
+                ..
+            }
+        ));
+        assert!(flaky
+            .reason
+            .unwrap()
+            .starts_with("flaky: failed 1 of 3 attempts"));
+    }
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ fn support(m: &Matrix, section: &str, k: usize) -> Support {
             Status::Pass | Status::Spec | Status::Lenient => held += 1,
             Status::Degraded => degraded += 1,
             // The row is the section: the case's own name says it.
-            Status::Fail | Status::Error => failing.push(
+            Status::Fail | Status::Error | Status::Flaky => failing.push(
                 r.id.strip_prefix(section)
                     .map_or(&r.id, |s| s.trim_start_matches('.')),
             ),

@@ -16,6 +16,7 @@ const REPORT: &str = include_str!("../../templates/report.html.tera");
 const DIFF: &str = include_str!("../../templates/diff.html.tera");
 const BENCH: &str = include_str!("../../templates/bench.html.tera");
 const MATRIX: &str = include_str!("../../templates/matrix.html.tera");
+const HISTORY: &str = include_str!("../../templates/history.html.tera");
 
 /// One line of an expected-vs-actual diff.
 #[derive(Serialize)]
@@ -46,6 +47,8 @@ pub(crate) fn tera() -> Result<Tera> {
         .context("benchmark template")?;
     t.add_raw_template("matrix.html", MATRIX)
         .context("matrix template")?;
+    t.add_raw_template("history.html", HISTORY)
+        .context("history template")?;
     Ok(t)
 }
 

@@ -79,8 +79,12 @@ pub fn render(report: &Report) -> String {
                         escape(c.reason.as_deref().unwrap_or_default())
                     );
                 }
-                Status::Fail => {
-                    let first = c.failures.first().map(|f| f.check.as_str()).unwrap_or("");
+                // A flaky case fails in JUnit too, its rate first.
+                Status::Fail | Status::Flaky => {
+                    let first = match c.status {
+                        Status::Flaky => c.reason.as_deref().unwrap_or("flaky"),
+                        _ => c.failures.first().map(|f| f.check.as_str()).unwrap_or(""),
+                    };
                     let _ = writeln!(
                         out,
                         ">\n      <failure message=\"{}{}\">{}</failure>\n    </testcase>",

@@ -5,6 +5,7 @@
 pub mod compatibility;
 pub mod diff;
 pub mod features;
+pub mod history;
 pub mod html;
 pub mod junit;
 pub mod known_failures;
@@ -47,6 +48,9 @@ pub enum Status {
     Skip,
     /// The case could not be carried out (transport failure).
     Error,
+    /// Its attempts disagree (`--repeat`, `--rerun-failures`): some
+    /// failed, some did not. A failure, shown apart with its rate.
+    Flaky,
 }
 
 impl Status {
@@ -59,11 +63,12 @@ impl Status {
             Status::Lenient => "lenient",
             Status::Skip => "skip",
             Status::Error => "error",
+            Status::Flaky => "flaky",
         }
     }
 
     pub fn failed(self) -> bool {
-        matches!(self, Status::Fail | Status::Error)
+        matches!(self, Status::Fail | Status::Error | Status::Flaky)
     }
 
     /// A deviation that is not a failure unless `--strict`: spec,
@@ -234,9 +239,81 @@ pub struct CaseResult {
     /// the failures one server bug explains share it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_cause: Option<String>,
+    /// Every attempt, when the case ran more than once (`--repeat`,
+    /// `--rerun-failures`); the steps and failures above are the first
+    /// failing attempt's (else the first's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+}
+
+/// One attempt of a case run several times: the whole scenario played
+/// once (a concurrency case's parallel requests, a determinism case's
+/// repeated ones, all of them: an attempt is what one run of the case
+/// does).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub status: Status,
+    pub millis: f64,
+    /// Its first failed check (or why it could not run), as a line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+impl Attempt {
+    pub fn of(c: &CaseResult) -> Self {
+        Attempt {
+            status: c.status,
+            millis: c.millis,
+            failure: c
+                .failures
+                .iter()
+                .find(|f| c.status.failed() && f.grade == Grade::Fail)
+                .map(|f| format!("{}: expected {}; got {}", f.check, f.expected, f.actual))
+                .or_else(|| c.reason.clone().filter(|_| c.status.failed())),
+        }
+    }
 }
 
 impl CaseResult {
+    /// (failed attempts, attempts): one attempt of its own status when it
+    /// ran once.
+    pub fn failure_counts(&self) -> (usize, usize) {
+        match self.attempts.is_empty() {
+            true => (usize::from(self.status.failed()), 1),
+            false => (
+                self.attempts.iter().filter(|a| a.status.failed()).count(),
+                self.attempts.len(),
+            ),
+        }
+    }
+
+    /// The attempts of one case as one result: their common status when
+    /// they agree; else `Status::Flaky`, naming how many failed and the
+    /// first failing attempt's evidence, with that attempt's steps and
+    /// failures. None when there is no attempt.
+    pub fn of_attempts(mut runs: Vec<CaseResult>) -> Option<CaseResult> {
+        if runs.len() <= 1 {
+            return runs.pop();
+        }
+        let attempts: Vec<Attempt> = runs.iter().map(Attempt::of).collect();
+        let failed = attempts.iter().filter(|a| a.status.failed()).count();
+        let n = attempts.len();
+        let first_failed = runs.iter().position(|r| r.status.failed());
+        let agree = runs.iter().all(|r| r.status == runs[0].status);
+        let mut out = runs.swap_remove(first_failed.unwrap_or(0));
+        out.millis = attempts.iter().map(|a| a.millis).sum();
+        if !agree && failed > 0 && failed < n {
+            let k = first_failed.expect("one failed") + 1;
+            let evidence = attempts[k - 1].failure.clone().unwrap_or_default();
+            out.reason = Some(format!(
+                "flaky: failed {failed} of {n} attempts (first at attempt {k}: {evidence})"
+            ));
+            out.status = Status::Flaky;
+        }
+        out.attempts = attempts;
+        Some(out)
+    }
+
     pub fn skipped(section: &str, case: &Case, reason: String) -> Self {
         Self::not_run(section, case, Status::Skip, reason)
     }
@@ -267,6 +344,7 @@ impl CaseResult {
             millis: 0.0,
             known_issue: None,
             known_cause: None,
+            attempts: Vec::new(),
         }
     }
 
@@ -340,6 +418,9 @@ pub struct Summary {
     /// Cases answering a request the spec forbids (`Status::Lenient`).
     #[serde(default)]
     pub lenient: usize,
+    /// Cases whose attempts disagree (`Status::Flaky`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flaky: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -362,6 +443,7 @@ impl Report {
                 Status::Lenient => summary.lenient += 1,
                 Status::Skip => summary.skip += 1,
                 Status::Error => summary.error += 1,
+                Status::Flaky => summary.flaky += 1,
             }
             if c.status.failed() && c.known_issue.is_some() {
                 summary.known += 1;
@@ -409,9 +491,13 @@ impl Report {
             }
         }
         let s = self.summary;
+        let flaky = match s.flaky {
+            0 => String::new(),
+            n => format!(", {n} flaky"),
+        };
         let _ = writeln!(
             out,
-            "afm-test: {} passed, {} failed ({} known), {} degraded, {} spec, {} lenient, {} errors, {} skipped in {:.1} s; {}",
+            "afm-test: {} passed, {} failed{flaky} ({} known), {} degraded, {} spec, {} lenient, {} errors, {} skipped in {:.1} s; {}",
             s.pass,
             s.fail,
             s.known,

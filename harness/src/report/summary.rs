@@ -391,7 +391,9 @@ fn failure_rows(
 /// What a briefly listed entry is about: its known issue, the one it had,
 /// or why it is skipped or errors.
 fn brief_note(e: &Entry, limits: &Limits) -> String {
-    if let Some(k) = &e.known_issue {
+    if let Some(r) = &e.rates {
+        format!("failure rate {}", cell(r, limits.cell))
+    } else if let Some(k) = &e.known_issue {
         format!("known: {}", cell(k, limits.cell))
     } else if let Some(k) = &e.was_known {
         format!("was known: {}", cell(k, limits.cell))
@@ -515,6 +517,7 @@ mod tests {
             millis: 12.0,
             known_issue: None,
             known_cause: None,
+            attempts: vec![],
         }
     }
 
@@ -631,7 +634,10 @@ mod tests {
         assert!(regressions.contains("pass → fail"), "{md}");
         assert!(!regressions.contains("reasoning.split"), "{md}");
         // The counts row, in the order of the groups.
-        assert!(md.contains("| 1 | 1 | 1 | 0 | 0 | 0 | 0 | 0 | 1 |"), "{md}");
+        assert!(
+            md.contains("| 1 | 1 | 1 | 0 | 0 | 0 | 0 | 0 | 0 | 1 |"),
+            "{md}"
+        );
     }
 
     #[test]

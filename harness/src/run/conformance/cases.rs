@@ -35,6 +35,10 @@ pub struct RunOptions {
     /// The official clients that replay each exchange of a case that did
     /// not pass, and grade it by what they did (`--clients`).
     pub clients: Option<Arc<Clients>>,
+    /// Attempts of every case (`--repeat`, at least 1).
+    pub repeat: usize,
+    /// Further attempts of each case that failed (`--rerun-failures`).
+    pub rerun_failures: usize,
 }
 
 /// A value no other run shares: the clock's nanoseconds and the process id.
@@ -70,6 +74,7 @@ pub async fn run(
             let (limit, progress) = (limit.clone(), progress.clone());
             let nonce = format!("{:x}", mix(options.nonce, ordinal));
             let (seed, strict) = (options.seed, options.strict);
+            let (repeat, rerun) = (options.repeat.max(1), options.rerun_failures);
             let clients = options.clients.clone();
             // Taken here, in file order, so cases start in the order listed.
             let slot = limit.acquire_owned().await.expect("semaphore");
@@ -78,11 +83,36 @@ pub async fn run(
                 let result = match missing {
                     Some(reason) => CaseResult::skipped(&section_id, &case, reason),
                     None => {
-                        let mut r =
-                            run_case(&target, &section_id, &case, &nonce, seed, clients).await;
-                        if strict && r.status.graded_apart() {
-                            r.status = Status::Fail;
+                        let mut runs = Vec::new();
+                        // Each attempt its own nonce: no attempt finds the
+                        // last one's prompts in a cache.
+                        let attempt = |k: usize| {
+                            let (target, clients) = (&target, clients.clone());
+                            let (case, section_id) = (&case, &section_id);
+                            let nonce = if k == 0 {
+                                nonce.clone()
+                            } else {
+                                format!("{nonce}{k:x}")
+                            };
+                            async move {
+                                let mut r =
+                                    run_case(target, section_id, case, &nonce, seed, clients).await;
+                                if strict && r.status.graded_apart() {
+                                    r.status = Status::Fail;
+                                }
+                                r
+                            }
+                        };
+                        for k in 0..repeat {
+                            runs.push(attempt(k).await);
                         }
+                        // The cheap habit CI wants: only what failed again.
+                        if runs.iter().all(|r| r.status.failed()) && !not_run(&runs[0]) {
+                            for k in 0..rerun {
+                                runs.push(attempt(repeat + k).await);
+                            }
+                        }
+                        let mut r = CaseResult::of_attempts(runs).expect("one attempt at least");
                         // What the probes saw explains why it failed.
                         if r.status.failed() {
                             if let Some(n) = notes {
@@ -108,6 +138,14 @@ pub async fn run(
         }
     }
     results
+}
+
+/// A case that never reached the server (its endpoint closed for the
+/// run): running it again proves nothing.
+fn not_run(r: &CaseResult) -> bool {
+    r.reason
+        .as_deref()
+        .is_some_and(|w| w.starts_with("not run:"))
 }
 
 /// `id` as one path segment, percent-encoded as openai-python's

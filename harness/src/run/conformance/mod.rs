@@ -94,6 +94,15 @@ pub struct ConformanceArgs {
     /// the same. 0: no limit.
     #[arg(long, default_value_t = 0)]
     pub run_timeout: u64,
+    /// Run each case N times: the report keeps every attempt and the
+    /// case's failure rate, and grades a case whose attempts disagree
+    /// `flaky` (an attempt is one whole play of the case's scenario).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Run each case that failed N more times (after --repeat): a case
+    /// that then passes is `flaky`, with its rate.
+    #[arg(long, default_value_t = 0)]
+    pub rerun_failures: u32,
 }
 
 impl ConformanceArgs {
@@ -119,6 +128,8 @@ impl ConformanceArgs {
             chat_template: None,
             deterministic: true,
             run_timeout: 0,
+            repeat: 1,
+            rerun_failures: 0,
         }
     }
 
@@ -226,6 +237,8 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
         strict: args.strict,
         nonce,
         clients: clients.clone(),
+        repeat: args.repeat as usize,
+        rerun_failures: args.rerun_failures as usize,
     };
     let reporter = observer.clone();
     let done: Arc<std::sync::Mutex<Vec<CaseResult>>> = Arc::default();
