@@ -193,12 +193,18 @@ impl History {
             .filter(|c| c.current.is_some_and(Status::failed))
     }
 
-    /// The run label: its commit, else its start.
+    /// The run label: its commit, with its start where several runs
+    /// share the commit, else its start.
     pub fn label(&self, k: usize) -> String {
         let r = &self.runs[k];
-        r.commit
-            .clone()
-            .unwrap_or_else(|| r.started.chars().take(16).collect())
+        let started: String = r.started.chars().take(19).collect();
+        match &r.commit {
+            Some(c) if self.runs.iter().filter(|o| o.commit.as_ref() == Some(c)).count() > 1 => {
+                format!("{c} {started}")
+            }
+            Some(c) => c.clone(),
+            None => started,
+        }
     }
 }
 
