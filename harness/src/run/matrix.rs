@@ -69,6 +69,7 @@ pub fn run(
             profile: t.profile.clone(),
             chat_template: t.chat_template.clone(),
             deterministic: t.deterministic.unwrap_or(true),
+            repeat: t.repeat.or(plan.repeat).unwrap_or(1).max(1),
             clients: clients.clone(),
             ..ConformanceArgs::new(tier, target, dir)
         };

@@ -5,6 +5,7 @@
 //! tier = "standard"                 # default for every target
 //! sections = ["tools", "grammar"]   # optional
 //! seed = 1                          # optional
+//! repeat = 3                        # optional: attempts of each case
 //!
 //! [[target]]
 //! name = "afm-serve"                # the column and the report's folder
@@ -47,6 +48,9 @@ pub struct MatrixFile {
     pub sections: Vec<String>,
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Attempts of each case (`run --repeat`), for every target.
+    #[serde(default)]
+    pub repeat: Option<u32>,
     #[serde(default)]
     pub suites: Option<PathBuf>,
     #[serde(rename = "target")]
@@ -85,6 +89,9 @@ pub struct MatrixTarget {
     pub chat_template: Option<PathBuf>,
     #[serde(default)]
     pub deterministic: Option<bool>,
+    /// This column's attempts of each case, instead of the file's.
+    #[serde(default)]
+    pub repeat: Option<u32>,
 }
 
 impl MatrixFile {
