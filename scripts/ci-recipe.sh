@@ -9,7 +9,7 @@
 #   4. diff against the committed baseline with its known failures;
 #   5. write the job summary (the diff's and the run's Markdown) and keep
 #      the report folder (the artifact).
-# The baseline and known failures are baselines/peers/mlx-lm.{json,known.toml}.
+# The baseline and known failures are reports/baselines/peers/mlx-lm.{json,known.toml}.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -39,15 +39,15 @@ rm -rf "$OUT"
 rc=0
 "$AFM_TEST" --tier standard --seed 1 \
     --server "$BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\"" \
-    --model "$MODEL" --known-failures baselines/peers/mlx-lm.known.toml \
+    --model "$MODEL" --known-failures reports/baselines/peers/mlx-lm.known.toml \
     --clients "$WORK/venv/bin/python" \
     --out "$OUT" --junit "$OUT/junit.xml" --summary "$OUT/run.md" 2>&1 | tee "$WORK/run.log" || rc=$?
 [ "$rc" -le 1 ]
 
 step "Diff against the committed baseline"
 diff_rc=0
-"$AFM_TEST" diff baselines/peers/mlx-lm.json "$OUT/report.json" \
-    --known-failures baselines/peers/mlx-lm.known.toml --html "$OUT/diff.html" \
+"$AFM_TEST" diff reports/baselines/peers/mlx-lm.json "$OUT/report.json" \
+    --known-failures reports/baselines/peers/mlx-lm.known.toml --html "$OUT/diff.html" \
     --summary "$OUT/diff.md" | tee "$OUT/diff.txt" || diff_rc=$?
 
 step "Job summary"

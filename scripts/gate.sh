@@ -6,16 +6,16 @@
 # with its committed baseline; any case that passed there and fails now
 # fails the gate:
 #   1. in-process (the engine started with afm-serve's own flag reader and
-#      defaults, batch-invariant: baselines/standard.json);
+#      defaults, batch-invariant: reports/baselines/standard.json);
 #   2. against `afm-serve` as users start it, with no flags, through
-#      `--server` (baselines/afm-serve.json), so what CI tests is what a
+#      `--server` (reports/baselines/afm-serve.json), so what CI tests is what a
 #      flagless afm-serve does over HTTP.
 # `--refresh` instead replaces the baselines with these runs (commit them
 # on their own, when behaviour deliberately changed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-KNOWN=baselines/known-failures.toml
+KNOWN=reports/baselines/known-failures.toml
 afm_test() { cargo run -q -p afm-harness --bin afm-test -- "$@"; }
 cargo build -q -p afm-engine --bin afm-serve
 
@@ -39,6 +39,6 @@ gate() {
 }
 
 [ "${1:-}" = "--refresh" ] && REFRESH=1
-gate in-process baselines/standard.json --model conformance
-gate afm-serve baselines/afm-serve.json --model conformance \
+gate in-process reports/baselines/standard.json --model conformance
+gate afm-serve reports/baselines/afm-serve.json --model conformance \
     --server "target/debug/afm-serve --model {model} --port {port}"

@@ -4,10 +4,10 @@
 # engine with the conformance model (models/conformance/: the bundled
 # base taught to think and call tools, so every reasoning case runs;
 # AFM_MODEL picks another; extra arguments go to afm-test). Failures the
-# model causes are explained in baselines/known-failures.toml.
+# model causes are explained in reports/baselines/known-failures.toml.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/setup.sh
 cargo run --release -q -p afm-harness --bin afm-test -- --tier full --model "${AFM_MODEL:-conformance}" \
-    --known-failures baselines/known-failures.toml "$@"
+    --known-failures reports/baselines/known-failures.toml "$@"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # afm-test against a peer server on the bundled model, gated like afm's own
 # engine: the run is compared with the committed report of that peer
-# (baselines/peers/PEER.json), whose failures are each attributed in
-# baselines/peers/PEER.known.toml to the peer's documented behaviour.
+# (reports/baselines/peers/PEER.json), whose failures are each attributed in
+# reports/baselines/peers/PEER.known.toml to the peer's documented behaviour.
 #
 #   interop/peers/afm-test.sh PEER [TIER] [--refresh]
 #
@@ -15,7 +15,7 @@
 # (models/conformance/: it thinks and calls tools, with its own Qwen3-style
 # template): mlx-lm its HF folder, llama-server its GGUF, each with its
 # defaults (both parse `<think>` and Hermes calls unasked); the committed
-# report is then baselines/peers/PEER-conformance.json.
+# report is then reports/baselines/peers/PEER-conformance.json.
 # TIER defaults to full. `--refresh` replaces the committed report with
 # this run instead of diffing (commit it with the reasons of any new
 # failure). Exit status: afm-test diff's (1 on a regression).
@@ -72,8 +72,8 @@ llama-server:smollm2)
 esac
 
 OUT="target/peers-test/$PEER${SUFFIX:-}-$TIER"
-BASELINE="baselines/peers/$PEER${SUFFIX:-}.json"
-KNOWN="baselines/peers/$PEER.known.toml"
+BASELINE="reports/baselines/peers/$PEER${SUFFIX:-}.json"
+KNOWN="reports/baselines/peers/$PEER.known.toml"
 rc=0
 # Graded by what the official clients do with each reply that fails a
 # rule (`--clients`: the project's venv has openai and anthropic).

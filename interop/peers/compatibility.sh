@@ -3,16 +3,16 @@
 # every peer that runs on this kind of machine (each pinned, in its own venv
 # or build under .cache/peers/), runs `afm-test matrix` over them on the
 # bundled model, and publishes
-#   docs/compatibility.md    the page (grades, footnotes, wall times, disk,
+#   reports/compatibility.md    the page (grades, footnotes, wall times, disk,
 #                            and what changed between versions of a server)
-#   docs/compatibility.html  the same, self-contained, with filters
-#   docs/compatibility.json  the matrix, machine-readable
+#   reports/compatibility.html  the same, self-contained, with filters
+#   reports/compatibility.json  the matrix, machine-readable
 #
 #   bash interop/peers/compatibility.sh [--tier TIER] [--only a,b] [--fresh]
 #       [--model smollm2|conformance] [--published]
 #
 # Every run also publishes what the page is made of beside it, in
-# docs/compatibility/ (docs/compatibility-conformance/): the matrix plan
+# reports/compatibility/ (reports/compatibility-conformance/): the matrix plan
 # (plan.toml, the checkout's path as {ROOT}), each column's report
 # (NAME@VERSION.report.json.gz) and the peers' disk table. --published
 # rebuilds the page from those alone: nothing is installed or run, so a
@@ -25,7 +25,7 @@
 # --only NAME and gathered there: .github/workflows/compatibility.yml),
 # installing and running nothing, and publishes it and its shelf.
 #
-# --model conformance writes a second page, docs/compatibility-conformance.*
+# --model conformance writes a second page, reports/compatibility-conformance.*
 # (from target/compatibility-conformance): the conformance model
 # (models/conformance/: it thinks in Qwen3's `<think>` and calls tools in
 # Hermes' `<tool_call>`) on every server, each started with its own
@@ -76,8 +76,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$MODEL" in
-smollm2) OUT=target/compatibility; PAGE=docs/compatibility; TIER="${TIER:-standard}" ;;
-conformance) OUT=target/compatibility-conformance; PAGE=docs/compatibility-conformance; TIER="${TIER:-full}" ;;
+smollm2) OUT=target/compatibility; PAGE=reports/compatibility; TIER="${TIER:-standard}" ;;
+conformance) OUT=target/compatibility-conformance; PAGE=reports/compatibility-conformance; TIER="${TIER:-full}" ;;
 *) echo "compatibility.sh: --model is smollm2 or conformance, not '$MODEL'" >&2; exit 2 ;;
 esac
 conformance() { [ "$MODEL" = conformance ]; }
@@ -187,8 +187,8 @@ VLLM_COMMON="bash interop/peers/vllm-serve.sh --model {model} --port {port} --en
         echo "version = \"$2\""
         echo "model = \"$3\""
         printf 'server = %s\n' "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$4")"
-        if [ -n "${5:-}" ] && [ -f "baselines/peers/$5" ]; then
-            echo "known_failures = \"$ROOT/baselines/peers/$5\""
+        if [ -n "${5:-}" ] && [ -f "reports/baselines/peers/$5" ]; then
+            echo "known_failures = \"$ROOT/reports/baselines/peers/$5\""
         fi
         [ -z "${6:-}" ] || echo "api_key = \"$6\""
         [ -z "${7:-}" ] || echo "tier = \"$7\""
@@ -368,7 +368,7 @@ fi
     echo
     echo "## How this page is made"
     echo
-    echo "\`bash interop/peers/compatibility.sh --model conformance\` ($TIER tier, $RUN_NOTE). Every server runs the conformance model (\`models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others. No server is given another template. Sections: $(echo "$CONFORMANCE_SECTIONS" | tr -d '[]"'). Known failures: \`baselines/peers/*.known.toml\` (one file per server for both pages), each naming the cause in the server's code at the pinned version; the failures that are the model's or a case's, not the server's, are listed at the end of this page (\`baselines/peers/conformance.md\`)."
+    echo "\`bash interop/peers/compatibility.sh --model conformance\` ($TIER tier, $RUN_NOTE). Every server runs the conformance model (\`models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others. No server is given another template. Sections: $(echo "$CONFORMANCE_SECTIONS" | tr -d '[]"'). Known failures: \`reports/baselines/peers/*.known.toml\` (one file per server for both pages), each naming the cause in the server's code at the pinned version; the failures that are the model's or a case's, not the server's, are listed at the end of this page (\`reports/baselines/peers/conformance.md\`)."
     echo
     echo "Each column's server, as afm-test starts it (\`{model}\`, \`{port}\` filled in by afm-test):"
     echo
@@ -385,9 +385,9 @@ PY
     echo
     echo "### Before and after"
     echo
-    echo "The reasoning rows (sections reasoning, thinking_budget, template_kwargs) and the tool rows (tools, tool_coercion) of each column, pass/fail/skip (spec counted as pass, errors as fail; in brackets the failures attributed in a known-failures file): before, on SmolLM2-135M-Instruct (\`docs/compatibility.json\`, standard tier, tools-aware ChatML template, the in-process row's before is \`afm-serve\`'s); after, on the conformance model (this page), over the same cases and, after the ·, over all of this page's $TIER tier."
+    echo "The reasoning rows (sections reasoning, thinking_budget, template_kwargs) and the tool rows (tools, tool_coercion) of each column, pass/fail/skip (spec counted as pass, errors as fail; in brackets the failures attributed in a known-failures file): before, on SmolLM2-135M-Instruct (\`reports/compatibility.json\`, standard tier, tools-aware ChatML template, the in-process row's before is \`afm-serve\`'s); after, on the conformance model (this page), over the same cases and, after the ·, over all of this page's $TIER tier."
     echo
-    python3 - docs/compatibility.json "$OUT/matrix.json" <<'PY'
+    python3 - reports/compatibility.json "$OUT/matrix.json" <<'PY'
 import json, sys
 before, after = (json.load(open(p)) for p in sys.argv[1:3])
 groups = {"reasoning": {"reasoning", "thinking_budget", "template_kwargs"}, "tools": {"tools", "tool_coercion"}}
@@ -430,15 +430,15 @@ PY
     # The failures that are the model's or a case's, not the server's: kept
     # out of the known-failures files (those attribute to a server's code),
     # so they show as new above and are explained here.
-    if [ -f baselines/peers/conformance.md ]; then
+    if [ -f reports/baselines/peers/conformance.md ]; then
         echo
-        cat baselines/peers/conformance.md
+        cat reports/baselines/peers/conformance.md
     fi
     else
     echo
     echo "## How this page is made"
     echo
-    echo "\`bash interop/peers/compatibility.sh\` ($TIER tier, $RUN_NOTE). Every server runs on the bundled SmolLM2-135M-Instruct: the GGUF for the llama.cpp servers, its float32 export (\`afm-serve convert --dtype f32\`) for the others, with the tools-aware ChatML template of \`$TEMPLATE\` where a server takes a template (a file, its text, or the model folder's tokenizer_config.json). Known failures: \`baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version."
+    echo "\`bash interop/peers/compatibility.sh\` ($TIER tier, $RUN_NOTE). Every server runs on the bundled SmolLM2-135M-Instruct: the GGUF for the llama.cpp servers, its float32 export (\`afm-serve convert --dtype f32\`) for the others, with the tools-aware ChatML template of \`$TEMPLATE\` where a server takes a template (a file, its text, or the model folder's tokenizer_config.json). Known failures: \`reports/baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version."
     echo
     echo "Scope: every column runs the $TIER tier ($(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rows"]))' "$OUT/matrix.json") cases), except mlx-omni-server, which runs every section but limits: it serves one request at a time, accepts \`max_tokens: 100000000\` and ignores the stop string of \`limits.max_tokens_over_context\`, so that case generated until the 600 s request timeout and every later case waited behind it (measured: an ERROR of 600 s, then the run stalled). mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`interop/peers/profiles/mlx-omni-server.toml\`)."
     echo

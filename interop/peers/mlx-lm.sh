@@ -17,7 +17,7 @@ esac
 if [ ! -x "$VENV/bin/mlx_lm.server" ]; then
     python3 -m venv "$VENV"
     # MLX and transformers pinned too: the committed peer report
-    # (baselines/peers/mlx-lm.json) was taken with these.
+    # (reports/baselines/peers/mlx-lm.json) was taken with these.
     "$VENV/bin/pip" install -q --disable-pip-version-check "mlx-lm==$VERSION" \
         "mlx[cpu]==${MLX_VERSION:-0.32.4}" "transformers==${TRANSFORMERS_VERSION:-5.23.0}" >&2
 fi

@@ -1,5 +1,5 @@
 //! A matrix as a compatibility page in Markdown (`matrix.md`, published
-//! as `docs/compatibility.md`): a column per server, a row per case
+//! as `reports/compatibility.md`): a column per server, a row per case
 //! grouped by section (the capabilities and the seeds' bug classes), each
 //! cell the case's grade there, and a footnote for every failure
 //! attributed to the server's own code.
@@ -61,6 +61,12 @@ fn minutes(seconds: f64) -> String {
 /// section, then the footnotes.
 pub fn markdown(m: &Matrix) -> String {
     let mut out = String::from("# Compatibility of local LLM servers\n\n");
+    out.push_str(
+        "How each cell is graded: [docs/grading.md](../docs/grading.md). Each failure's \
+         attribution: the known-failures files in [reports/baselines/peers/](baselines/peers/). \
+         Every column's report, with each reply's bytes (`afm-test regrade` grades it \
+         again): beside this page.\n\n",
+    );
     out.push_str(
         "Each cell is the grade of an afm-test case on that server: ✅ pass · ❌ fail \
          (attributed in a footnote; **new** when nothing explains it) · 🟠 degraded (the \

@@ -199,7 +199,14 @@ impl History {
         let r = &self.runs[k];
         let started: String = r.started.chars().take(19).collect();
         match &r.commit {
-            Some(c) if self.runs.iter().filter(|o| o.commit.as_ref() == Some(c)).count() > 1 => {
+            Some(c)
+                if self
+                    .runs
+                    .iter()
+                    .filter(|o| o.commit.as_ref() == Some(c))
+                    .count()
+                    > 1 =>
+            {
                 format!("{c} {started}")
             }
             Some(c) => c.clone(),
