@@ -8,6 +8,7 @@
 # with OpenAI's published spec, and afm-test's verdicts
 # on a real peer: the standard tier against mlx-lm's server, diffed with its
 # committed report (interop/peers/afm-test.sh; installs mlx-lm on first use),
+# the GitHub Action's step as a runner runs it (scripts/action-test.sh),
 # and a 2-minute soak of afm-serve (scripts/soak.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,6 +30,9 @@ AFM_SERVE=target/debug/afm-serve \
     SCHEMATHESIS_CHECKS=not_a_server_error,response_schema_conformance,content_type_conformance \
     bash interop/schemathesis/run.sh --quick
 bash interop/peers/afm-test.sh mlx-lm standard
+# The GitHub Action's step (scripts/action.sh) as a runner runs it, against
+# afm-serve (a baseline, then a regression) and mlx-lm (scripts/action-test.sh).
+bash scripts/action-test.sh
 # A 2-minute soak of a flagless afm-serve (but a 32 MiB prefix cache, full
 # within the warm-up): no 5xx, flat memory, no descriptor growth, steady
 # p99 (scripts/soak.sh; the 30-minute run is in docs/hostile.md).
