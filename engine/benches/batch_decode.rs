@@ -13,9 +13,10 @@
 
 use std::time::Instant;
 
+use afm_engine::api::ChatRequest;
 use afm_engine::models::{BatchItem, KvStore};
 use afm_engine::EngineEvent;
-use afm_engine::{ChatRequest, Engine, EngineConfig, GenerationRequest, LoadedModel};
+use afm_engine::{Engine, EngineConfig, GenerationRequest, LoadedModel};
 use serde_json::json;
 
 struct Args {

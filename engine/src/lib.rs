@@ -23,7 +23,6 @@ pub mod models;
 pub mod parsers;
 pub mod runtime;
 
-pub use api::ChatRequest;
 pub use error::{EngineError, Result};
 pub use loading::LoadedModel;
 pub use runtime::{

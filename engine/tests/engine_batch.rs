@@ -6,7 +6,8 @@ use crate::support::together::release_together;
 
 use std::sync::Arc;
 
-use afm_engine::{ChatRequest, Engine, EngineConfig, EngineEvent, FinishReason, GenerationRequest};
+use afm_engine::api::ChatRequest;
+use afm_engine::{Engine, EngineConfig, EngineEvent, FinishReason, GenerationRequest};
 use serde_json::json;
 
 const MARKERS: [&str; 8] = [

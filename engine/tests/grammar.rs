@@ -8,10 +8,9 @@ use crate::support::together::release_together;
 
 use std::sync::Arc;
 
+use afm_engine::api::ChatRequest;
 use afm_engine::runtime::GrammarMode;
-use afm_engine::{
-    ChatRequest, Engine, EngineConfig, EngineError, EngineEvent, FinishReason, GenerationRequest,
-};
+use afm_engine::{Engine, EngineConfig, EngineError, EngineEvent, FinishReason, GenerationRequest};
 use serde_json::{json, Value};
 
 fn engine(grammar_constraints: bool, concurrent: usize) -> Arc<Engine> {

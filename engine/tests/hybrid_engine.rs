@@ -9,7 +9,8 @@
 
 use std::path::PathBuf;
 
-use afm_engine::{ChatRequest, Completion, Engine, EngineConfig, GenerationRequest};
+use afm_engine::api::ChatRequest;
+use afm_engine::{Completion, Engine, EngineConfig, GenerationRequest};
 use serde_json::json;
 
 fn engine(prefix_caching: bool) -> Engine {

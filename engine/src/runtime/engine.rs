@@ -25,7 +25,7 @@ use crate::runtime::grammar::{tool_constraint, GrammarMode};
 use crate::runtime::model_text::ModelText;
 use crate::runtime::request::{GenerationRequest, Prompt, ToolChoice};
 use crate::runtime::scheduler::Scheduler;
-use crate::runtime::sequence::{GenerationSettings, NewSequence};
+use crate::runtime::sequence::{worst_case_positions, GenerationSettings, NewSequence};
 use crate::runtime::stats::EngineStats;
 use crate::runtime::tool_spec::ToolSpec;
 
@@ -234,7 +234,7 @@ impl Engine {
                 param: Some(param.into()),
             });
         }
-        let tokens = (prompt.len() + max_tokens).min(context);
+        let tokens = worst_case_positions(prompt.len(), max_tokens, context);
         let kv = self.kv_layout.bytes_for(tokens);
         if kv > self.config.kv_budget_bytes {
             return Err(EngineError::InvalidRequest {

@@ -22,7 +22,7 @@ use crate::runtime::config::EngineConfig;
 use crate::runtime::events::EngineEvent;
 use crate::runtime::model_text::ModelText;
 use crate::runtime::prefix_cache::PrefixCache;
-use crate::runtime::sequence::{NewSequence, Sequence};
+use crate::runtime::sequence::{worst_case_positions, NewSequence, Sequence};
 use crate::runtime::stats::EngineStats;
 
 /// Fixed caches are sized in steps of this many positions.
@@ -144,8 +144,9 @@ impl Scheduler {
     /// the KV budget holds the next one's worst case (one always runs).
     fn admit(&mut self) {
         let layout = self.model.kv_layout();
+        let context = self.text.limits.context_length;
         let need = |prompt: usize, max_tokens: usize| {
-            layout.bytes_for((prompt + max_tokens).min(self.text.limits.context_length))
+            layout.bytes_for(worst_case_positions(prompt, max_tokens, context))
         };
         let mut reserved: usize = self
             .running
@@ -272,13 +273,11 @@ impl Scheduler {
     /// function of the request alone (prompt and token limit), so attention
     /// shapes are the same however the request is batched or cached.
     fn capacity_of(&self, s: &Sequence) -> Option<usize> {
-        self.config
-            .deterministic
-            .then(|| {
-                let needed = s.prompt.len() + s.settings.max_tokens;
-                needed.div_ceil(CAPACITY_STEP) * CAPACITY_STEP
-            })
-            .map(|c| c.min(self.text.limits.context_length))
+        let context = self.text.limits.context_length;
+        self.config.deterministic.then(|| {
+            let needed = worst_case_positions(s.prompt.len(), s.settings.max_tokens, context);
+            (needed.div_ceil(CAPACITY_STEP) * CAPACITY_STEP).min(context)
+        })
     }
 
     fn forward_and_sample(&mut self) -> Result<()> {

@@ -19,6 +19,14 @@ use crate::runtime::events::{
 use crate::runtime::grammar::GrammarState;
 use crate::runtime::model_text::ModelText;
 use crate::runtime::sampler::{logprobs, Sampler, SamplingParams};
+
+/// The most positions a request of `prompt` tokens and `max_tokens` new
+/// ones can fill in a model of `context` positions: its worst case, which
+/// the KV budget, admission, batch-invariant capacity and the clamp of
+/// `max_tokens` all read (one computation for all of them).
+pub fn worst_case_positions(prompt: usize, max_tokens: usize, context: usize) -> usize {
+    (prompt + max_tokens).min(context)
+}
 use crate::runtime::stats::EngineStats;
 use crate::runtime::stop::{StopMatcher, StopScan};
 
@@ -95,10 +103,10 @@ impl Sequence {
         forced_close: usize,
     ) -> Self {
         // Never generate past the model's context.
-        s.settings.max_tokens = s
-            .settings
-            .max_tokens
-            .min(context_length.saturating_sub(s.prompt.len()).max(1));
+        s.settings.max_tokens =
+            (worst_case_positions(s.prompt.len(), s.settings.max_tokens, context_length)
+                .saturating_sub(s.prompt.len()))
+            .max(1);
         let sampler = Sampler::new(s.settings.sampling.clone()).with_prompt(&s.prompt);
         Sequence {
             output: s.output.as_ref().map(OutputParser::new),

@@ -61,7 +61,7 @@ impl ApiContext {
                 }
                 _ => Ok(None),
             })
-            .collect::<crate::Result<Vec<_>>>()?;
+            .collect::<crate::error::Result<Vec<_>>>()?;
         let generations = prompts
             .into_iter()
             .map(|p| request.settings.generation(p, logprobs))
