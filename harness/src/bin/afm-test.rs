@@ -149,8 +149,7 @@ fn main() -> ExitCode {
 /// The history of `paths`' reports written into `out` and told; 0.
 fn history(paths: &[PathBuf], out: &Path) -> Result<ExitCode> {
     let started = std::time::Instant::now();
-    let files = afm_harness::report::history::report_files(paths)?;
-    let h = afm_harness::report::history::History::read(&files)?;
+    let h = afm_harness::report::history::History::from_paths(paths)?;
     h.write(out)?;
     print!("{}", h.text());
     println!(

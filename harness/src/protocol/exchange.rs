@@ -59,6 +59,10 @@ pub struct Exchange {
     /// More came than [`RAW_CAP`]: `raw` is its start.
     #[serde(skip)]
     pub raw_cut: bool,
+    /// Whether `raw` is kept at all (a conformance run's replies; not a
+    /// benchmark's).
+    #[serde(skip)]
+    pub keep_bytes: bool,
 }
 
 /// The reply bytes a report keeps of one request: a 2xx of a suite's
@@ -67,8 +71,11 @@ pub const RAW_CAP: usize = 1 << 20;
 
 impl Exchange {
     /// Keeps `bytes`, which arrived `at_millis` after the request, as far
-    /// as [`RAW_CAP`] allows.
+    /// as [`RAW_CAP`] allows, when the exchange keeps its bytes.
     pub fn keep_raw(&mut self, bytes: &[u8], at_millis: f64) {
+        if !self.keep_bytes {
+            return;
+        }
         let room = RAW_CAP.saturating_sub(self.raw.len());
         if bytes.len() > room {
             self.raw_cut = true;

@@ -113,24 +113,24 @@ pub fn fisher_one_sided(fa: usize, na: usize, fb: usize, nb: usize) -> f64 {
 }
 
 /// How two results' failure rates compare, where either has attempts:
-/// the rates as text, and whether B's rose beyond what the attempts can
-/// tell apart (both sides need more than one attempt for that).
-fn rates(x: &CaseResult, y: &CaseResult) -> Option<(String, bool)> {
+/// the rates as text, and where both sides ran it more than once, whether
+/// B's rose beyond what the attempts can tell apart.
+fn rates(x: &CaseResult, y: &CaseResult) -> Option<(String, Option<bool>)> {
     let ((fa, na), (fb, nb)) = (x.failure_counts(), y.failure_counts());
-    if na <= 1 && nb <= 1 {
-        return None;
+    match (na > 1, nb > 1) {
+        (false, false) => None,
+        (true, true) => {
+            let p = fisher_one_sided(fa, na, fb, nb);
+            // (Below the level by more than the logarithms' rounding: 1/20
+            // is not below 0.05.)
+            let rose = fb * na > fa * nb && p < SIGNIFICANCE - 1e-9;
+            Some((
+                format!("{fa}/{na} -> {fb}/{nb}, Fisher's exact p = {p:.3} (one-sided)"),
+                Some(rose),
+            ))
+        }
+        _ => Some((format!("{fa}/{na} -> {fb}/{nb}"), None)),
     }
-    if na <= 1 || nb <= 1 {
-        return Some((format!("{fa}/{na} -> {fb}/{nb}"), false));
-    }
-    let p = fisher_one_sided(fa, na, fb, nb);
-    // (Below the level by more than the logarithms' rounding: 1/20 is
-    // not below 0.05.)
-    let rose = fb * na > fa * nb && p < SIGNIFICANCE - 1e-9;
-    Some((
-        format!("{fa}/{na} -> {fb}/{nb}, Fisher's exact p = {p:.3} (one-sided)"),
-        rose,
-    ))
 }
 
 /// How strict a comparison is.
@@ -175,16 +175,12 @@ impl Diff {
                 };
                 // Rates decide where both sides have them: a regression
                 // only beyond what the attempts tell apart.
-                let skipped = y.is_some_and(|c| c.status == Status::Skip);
-                let both_rated = [x, y]
-                    .iter()
-                    .all(|c| c.is_some_and(|c| c.failure_counts().1 > 1));
-                match &rated {
-                    Some((_, true)) if !skipped => change = Change::Regression,
-                    Some((_, false)) if change == Change::Regression && both_rated && !skipped => {
-                        change = Change::Flaky
+                if y.is_some_and(|c| c.status != Status::Skip) {
+                    match rated.as_ref().and_then(|(_, rose)| *rose) {
+                        Some(true) => change = Change::Regression,
+                        Some(false) if change == Change::Regression => change = Change::Flaky,
+                        _ => {}
                     }
-                    _ => {}
                 }
                 let any = y.or(x).expect("in one of them");
                 let output_diff = match (x, y) {

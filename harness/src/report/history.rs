@@ -51,6 +51,9 @@ struct LightCase {
 /// One run: a column of the grid.
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {
+    /// How the grid names it: its commit, with its start where several
+    /// runs share the commit, else its start.
+    pub label: String,
     pub file: String,
     pub started: String,
     pub commit: Option<String>,
@@ -134,6 +137,11 @@ fn read_light(path: &Path) -> Result<Light> {
 }
 
 impl History {
+    /// The reports under `paths` ([`report_files`]), read.
+    pub fn from_paths(paths: &[PathBuf]) -> Result<History> {
+        Self::read(&report_files(paths)?)
+    }
+
     /// Reads `files` and orders their runs by start time (the report's
     /// run info; a commit alone carries no date).
     pub fn read(files: &[PathBuf]) -> Result<History> {
@@ -146,9 +154,23 @@ impl History {
     }
 
     fn of(reports: Vec<(PathBuf, Light)>) -> History {
+        let label = |l: &Light| {
+            let started: String = l.run.started.chars().take(19).collect();
+            let commit = l.run.git_commit.as_ref();
+            let shared = reports
+                .iter()
+                .filter(|(_, o)| commit.is_some() && o.run.git_commit.as_ref() == commit)
+                .count();
+            match commit {
+                Some(c) if shared > 1 => format!("{c} {started}"),
+                Some(c) => c.clone(),
+                None => started,
+            }
+        };
         let runs: Vec<Run> = reports
             .iter()
             .map(|(f, l)| Run {
+                label: label(l),
                 file: f.display().to_string(),
                 started: l.run.started.clone(),
                 commit: l.run.git_commit.clone(),
@@ -193,25 +215,9 @@ impl History {
             .filter(|c| c.current.is_some_and(Status::failed))
     }
 
-    /// The run label: its commit, with its start where several runs
-    /// share the commit, else its start.
-    pub fn label(&self, k: usize) -> String {
-        let r = &self.runs[k];
-        let started: String = r.started.chars().take(19).collect();
-        match &r.commit {
-            Some(c)
-                if self
-                    .runs
-                    .iter()
-                    .filter(|o| o.commit.as_ref() == Some(c))
-                    .count()
-                    > 1 =>
-            {
-                format!("{c} {started}")
-            }
-            Some(c) => c.clone(),
-            None => started,
-        }
+    /// Run `k`'s label.
+    pub fn label(&self, k: usize) -> &str {
+        &self.runs[k].label
     }
 }
 
@@ -335,16 +341,12 @@ impl History {
     pub fn html(&self) -> Result<String> {
         let mut ctx = tera::Context::new();
         ctx.insert("history", self);
-        let labels: Vec<String> = (0..self.runs.len()).map(|k| self.label(k)).collect();
+        let labels: Vec<&str> = self.runs.iter().map(|r| r.label.as_str()).collect();
         ctx.insert("labels", &labels);
-        let since: Vec<String> = self
+        let since: Vec<&str> = self
             .cases
             .iter()
-            .map(|c| {
-                c.failing_since
-                    .map(|k| labels[k].clone())
-                    .unwrap_or_default()
-            })
+            .map(|c| c.failing_since.map_or("", |k| labels[k]))
             .collect();
         ctx.insert("since", &since);
         super::html::tera()?

@@ -186,7 +186,7 @@ impl StepRecord {
             transport_error: ex.transport_error.clone(),
             millis: ex.millis,
             client: None,
-            raw: (ex.status != 0).then(|| RawReply::of(ex)),
+            raw: (ex.keep_bytes && ex.status != 0).then(|| RawReply::of(ex)),
             play: 0,
             subject: false,
         }
@@ -208,6 +208,8 @@ impl StepRecord {
             streamed: self.streamed,
             transport_error: self.transport_error.clone(),
             millis: self.millis,
+            // A report graded again keeps them too.
+            keep_bytes: true,
             ..Default::default()
         };
         if let Some(raw) = raw {

@@ -20,6 +20,8 @@ pub struct InProcess {
     /// afm-serve's router over `api`.
     router: axum::Router,
     pub(super) api_key: Option<String>,
+    /// Replies keep their bytes (`Target::keeping_bytes`).
+    pub(super) keep_bytes: bool,
 }
 
 impl Target {
@@ -57,6 +59,7 @@ impl Target {
             router: router(api.clone(), &config),
             api,
             api_key,
+            keep_bytes: false,
         })
     }
 }

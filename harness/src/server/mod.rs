@@ -42,6 +42,8 @@ pub enum Target {
         /// Endpoints that went unanswered in this run, not asked again
         /// (conformance runs; None: every request is sent).
         unanswered: Option<Arc<Unanswered>>,
+        /// Replies keep their bytes (`Target::keeping_bytes`).
+        keep_bytes: bool,
     },
 }
 
@@ -143,6 +145,27 @@ impl Target {
             model: None,
             routes: Vec::new(),
             unanswered: None,
+            keep_bytes: false,
+        }
+    }
+
+    /// The same target, each reply keeping its bytes as they came
+    /// (`Exchange::raw`) for a report that `afm-test regrade` reads
+    /// again; a benchmark's replies do not pay for the copy.
+    pub fn keeping_bytes(mut self) -> Self {
+        match &mut self {
+            #[cfg(feature = "engine")]
+            Target::InProcess(t) => t.keep_bytes = true,
+            Target::Http { keep_bytes, .. } => *keep_bytes = true,
+        }
+        self
+    }
+
+    fn keeps_bytes(&self) -> bool {
+        match self {
+            #[cfg(feature = "engine")]
+            Target::InProcess(t) => t.keep_bytes,
+            Target::Http { keep_bytes, .. } => *keep_bytes,
         }
     }
 
@@ -264,6 +287,7 @@ impl Target {
                     .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into()))
             },
             streamed,
+            keep_bytes: self.keeps_bytes(),
             ..Default::default()
         };
         let skipped = self

@@ -211,7 +211,11 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
             .absent
             .insert("batch_invariance".into(), reason.clone());
     }
-    let target = opened.target.with_routes(&profile.routes).skip_unanswered();
+    let target = opened
+        .target
+        .with_routes(&profile.routes)
+        .skip_unanswered()
+        .keeping_bytes();
     let requested_model = target.model().map(str::to_string);
     let nonce = cases::run_nonce();
     observer.note(&format!("{selected} cases against {}", target.describe()));
