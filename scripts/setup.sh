@@ -38,7 +38,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 mkdir -p "$CACHE"
 
 install_debian_packages() {
-    local wanted=(cmake g++ libclang-19-dev libfmt-dev libopenblas0-pthread libblis4-pthread python3-venv chromium)
+    local wanted=(cmake g++ libclang-19-dev libfmt-dev libopenblas0-pthread libblis4-pthread python3-venv chromium curl)
     local missing=()
     for pkg in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
