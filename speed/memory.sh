@@ -7,7 +7,7 @@
 # cache; a bound shows as a flat line after the first burst.
 #
 #   speed/memory.sh [--bursts N] [--concurrency C] [--output-len T] [--no-verify]
-#                   [--model NAME] -- SERVER...
+#                   [--model NAME] [--tolerate CHECK] -- SERVER...
 #
 # SERVER is the command that serves on $PORT (default 8090), for example
 #   speed/memory.sh -- target/release/afm-serve --model smollm2 --port 8090
@@ -16,7 +16,9 @@
 # Each burst is one afm-bench level: C requests at once, T tokens each
 # (end of text ignored), every reply checked (unless --no-verify, for
 # random weights); --model is the name requests send (default: the first
-# id the server lists). Prints one row per burst;
+# id the server lists; --tolerate CHECK passes afm-bench's flag, e.g.
+# `--tolerate stream` for mlx-lm's `chat.completion` usage label, so its
+# replies count as served). Prints one row per burst;
 # AFM_BENCH names the afm-bench binary (default target/release/afm-bench).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,8 +33,9 @@ while [ $# -gt 0 ]; do
     --output-len) OUTPUT_LEN="$2"; shift 2 ;;
     --no-verify) BENCH_FLAGS+=(--no-verify); shift ;;
     --model) BENCH_FLAGS+=(--model "$2"); shift 2 ;;
+    --tolerate) BENCH_FLAGS+=(--tolerate "$2"); shift 2 ;;
     --) shift; break ;;
-    *) echo "memory.sh: unknown argument '$1' (--bursts N, --concurrency C, --output-len T, -- SERVER...)" >&2; exit 2 ;;
+    *) echo "memory.sh: unknown argument '$1' (--bursts N, --concurrency C, --output-len T, --model NAME, --tolerate CHECK, -- SERVER...)" >&2; exit 2 ;;
     esac
 done
 [ $# -gt 0 ] || { echo "memory.sh: no server command after --" >&2; exit 2; }

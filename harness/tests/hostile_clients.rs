@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use afm_engine::api::{serve_on, ApiContext, ConnectionLimits, ServerConfig};
 use afm_harness::hostile::attacks::Attack;
-use afm_harness::hostile::{self, AttackArgs, ServerFlags};
+use afm_harness::hostile::{self, AttackArgs};
+use afm_harness::server::flags::TargetArgs;
 
 async fn serve(api: Arc<ApiContext>, config: ServerConfig) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -20,10 +21,9 @@ async fn serve(api: Arc<ApiContext>, config: ServerConfig) -> String {
 
 fn args(url: &str, only: Vec<Attack>, tag: &str) -> AttackArgs {
     AttackArgs {
-        server: ServerFlags {
-            url: url.to_string(),
-            model: None,
-            api_key: None,
+        server: TargetArgs {
+            url: Some(url.to_string()),
+            ..TargetArgs::default()
         },
         only,
         slow_connections: 8,

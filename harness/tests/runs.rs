@@ -11,8 +11,8 @@ use crate::support::{mock, routing_double};
 use afm_harness::report::{CaseResult, Status};
 use afm_harness::run::conformance::{self, ConformanceArgs};
 use afm_harness::run::regrade::{self, RegradeArgs};
-use afm_harness::run::target::TargetArgs;
 use afm_harness::run::{bench, matrix, Observer, Quiet};
+use afm_harness::server::flags::TargetArgs;
 use afm_harness::suite::Tier;
 
 fn scratch(name: &str) -> PathBuf {

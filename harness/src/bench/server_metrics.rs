@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::protocol::endpoint::METRICS_PATH;
 use crate::server::Target;
 
 /// Counter names of known servers, per quantity, first found wins.
@@ -89,7 +90,7 @@ pub struct ServerCounters {
 
 /// Scrapes `/metrics`; None when the target has none.
 pub async fn scrape(target: &Target) -> Option<Counters> {
-    let ex = target.get("/metrics").await;
+    let ex = target.get(METRICS_PATH).await;
     if ex.status != 200 {
         return None;
     }

@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
+use crate::protocol::endpoint::{COUNT_TOKENS_PATH, TOKENIZE_PATH};
 use crate::server::Target;
 
 pub enum TokenCounter {
@@ -48,17 +49,17 @@ impl TokenCounter {
             return Ok(count);
         }
         bail!(
-            "{} has neither /tokenize nor /v1/messages/count_tokens to count prompt tokens \
+            "{} has neither {TOKENIZE_PATH} nor {COUNT_TOKENS_PATH} to count prompt tokens \
              with; pass the served model's tokenizer.json with --tokenizer FILE",
             target.describe()
         )
     }
 
-    pub fn describe(&self) -> &'static str {
+    pub fn describe(&self) -> String {
         match self {
-            TokenCounter::File(_) => "--tokenizer file",
-            TokenCounter::Tokenize(_) => "the server's /tokenize",
-            TokenCounter::CountTokens { .. } => "the server's /v1/messages/count_tokens",
+            TokenCounter::File(_) => "--tokenizer file".into(),
+            TokenCounter::Tokenize(_) => format!("the server's {TOKENIZE_PATH}"),
+            TokenCounter::CountTokens { .. } => format!("the server's {COUNT_TOKENS_PATH}"),
         }
     }
 
@@ -73,18 +74,18 @@ impl TokenCounter {
                 // llama.cpp reads `content`, vLLM and SGLang `prompt`.
                 let ex = target
                     .post(
-                        "/tokenize",
+                        TOKENIZE_PATH,
                         &json!({"content": text, "prompt": text, "add_special": false,
                                 "add_special_tokens": false}),
                     )
                     .await;
                 if ex.status != 200 {
-                    bail!("/tokenize answered {}", ex.status);
+                    bail!("{TOKENIZE_PATH} answered {}", ex.status);
                 }
                 match (&ex.body["tokens"], &ex.body["count"]) {
                     (Value::Array(t), _) => Ok(t.len()),
                     (_, Value::Number(n)) => Ok(n.as_u64().unwrap_or(0) as usize),
-                    _ => bail!("/tokenize gave no tokens: {}", ex.body),
+                    _ => bail!("{TOKENIZE_PATH} gave no tokens: {}", ex.body),
                 }
             }
             TokenCounter::CountTokens {
@@ -94,7 +95,7 @@ impl TokenCounter {
             } => {
                 let ex = target
                     .post(
-                        "/v1/messages/count_tokens",
+                        COUNT_TOKENS_PATH,
                         &json!({"model": model, "messages": [{"role": "user", "content": text}]}),
                     )
                     .await;

@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::protocol::endpoint::{Endpoint, MODELS_PATH};
+
 /// The attacks in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -256,7 +258,7 @@ async fn drip_headers(aim: Arc<Aim>, hold: Duration) -> End {
     };
     let (mut rd, mut wr) = stream.split();
     if wr
-        .write_all(head(&aim, "POST", "/v1/chat/completions").as_bytes())
+        .write_all(head(&aim, "POST", Endpoint::Chat.path()).as_bytes())
         .await
         .is_err()
     {
@@ -306,7 +308,7 @@ async fn big_headers(aim: &Aim) -> End {
         Ok(s) => s,
         Err(e) => return e,
     };
-    let mut request = head(aim, "GET", "/v1/models");
+    let mut request = head(aim, "GET", MODELS_PATH);
     for i in 0..1024 {
         request.push_str(&format!("x-big-{i}: {}\r\n", "a".repeat(1000)));
     }
@@ -328,7 +330,7 @@ async fn big_body(aim: &Aim) -> End {
         Err(e) => return e,
     };
     let size: u64 = 1 << 30;
-    let mut request = head(aim, "POST", "/v1/chat/completions");
+    let mut request = head(aim, "POST", Endpoint::Chat.path());
     request.push_str(&format!(
         "content-type: application/json\r\ncontent-length: {size}\r\n\r\n"
     ));
@@ -359,7 +361,7 @@ async fn slow_body(aim: &Aim, hold: Duration) -> End {
         Ok(s) => s,
         Err(e) => return e,
     };
-    let mut request = head(aim, "POST", "/v1/chat/completions");
+    let mut request = head(aim, "POST", Endpoint::Chat.path());
     request.push_str("content-type: application/json\r\ncontent-length: 2000\r\n\r\n");
     let (mut rd, mut wr) = stream.split();
     if wr.write_all(request.as_bytes()).await.is_err() {

@@ -11,7 +11,6 @@
 
 pub mod attacks;
 pub mod probe;
-pub mod watch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,47 +21,17 @@ use serde::Serialize;
 
 use attacks::{Aim, Answer, Attack, Sizes};
 
-use crate::server::Target;
+use crate::server::flags::TargetArgs;
+use crate::server::watch::{self, ProcessSample};
 use probe::{Probe, ProbeFigures};
-use watch::ProcessSample;
 
 /// `afm-bench attack`'s flags.
-/// The server that `afm-bench attack` and `afm-bench soak` send to.
-#[derive(clap::Args, Debug, Clone)]
-pub struct ServerFlags {
-    /// The server's base URL (without /v1).
-    #[arg(long)]
-    pub url: String,
-    /// Model name to send (default: the first of GET /v1/models).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Sent as `Authorization: Bearer KEY`.
-    #[arg(long)]
-    pub api_key: Option<String>,
-}
-
-impl ServerFlags {
-    /// The server as the harness reaches it (each request cut after
-    /// `limit`), its base URL without a trailing slash, and the model to
-    /// name (given, or the first of `GET /v1/models`).
-    pub async fn resolve(&self, limit: Duration) -> Result<(Target, String, String)> {
-        let base = self.url.trim_end_matches('/').to_string();
-        let target = Target::http(&base, self.api_key.clone()).time_limit(limit, false);
-        let model = match &self.model {
-            Some(m) => m.clone(),
-            None => target
-                .listed_model()
-                .await?
-                .with_context(|| format!("GET {base}/v1/models lists no model; give --model"))?,
-        };
-        Ok((target.with_model(Some(model.clone())), base, model))
-    }
-}
-
 #[derive(clap::Args, Debug, Clone)]
 pub struct AttackArgs {
+    /// The server attacked: `--url`, or `--server COMMAND` started and
+    /// watched (its memory and descriptors) by the run.
     #[command(flatten)]
-    pub server: ServerFlags,
+    pub server: TargetArgs,
     /// Attacks to run, comma-separated (default: all, in this order).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<Attack>,
@@ -80,7 +49,8 @@ pub struct AttackArgs {
     #[arg(long, default_value_t = 1000)]
     pub burst: usize,
     /// The server's process id, to report its peak resident memory and
-    /// open descriptors during each attack (Linux).
+    /// open descriptors during each attack (Linux); a `--server` the run
+    /// started is watched without it.
     #[arg(long)]
     pub server_pid: Option<u32>,
     /// Where attack.json goes.
@@ -172,7 +142,15 @@ pub async fn run(args: &AttackArgs, note: impl Fn(&str)) -> Result<AttackReport>
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()?;
-    let (target, base, model) = args.server.resolve(Duration::from_secs(60)).await?;
+    let remote = args
+        .server
+        .open_remote("afm-bench attack", 60, &args.out)
+        .await?;
+    let (target, base, model) = (
+        remote.opened.target.clone(),
+        remote.base.clone(),
+        remote.model.clone(),
+    );
     let api_key = args.server.api_key.clone();
     let parsed = reqwest::Url::parse(&base).with_context(|| format!("--url {base}"))?;
     let addr = format!(
@@ -197,7 +175,7 @@ pub async fn run(args: &AttackArgs, note: impl Fn(&str)) -> Result<AttackReport>
         hold: Duration::from_secs_f64(args.hold),
         burst: args.burst,
     };
-    let pid = args.server_pid;
+    let pid = args.server_pid.or(remote.started_pid());
     let server_before = pid.and_then(watch::sample);
     let probe_alone = probe.alone(5).await;
     note(&format!("probe alone: {}", probe_alone.summary()));

@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::bench::stats::percentile;
+use crate::protocol::endpoint::Endpoint;
 use crate::server::Target;
 
 /// Sends after a 503 with `Retry-After` before the probe counts as not
@@ -20,7 +21,7 @@ use crate::server::Target;
 const RETRIES: usize = 3;
 
 /// What one send got, when it was not a failure.
-enum Reply {
+enum Sent {
     Served,
     /// A 503 asking to come back after this long (capped at 5 s).
     RetryAfter(Duration),
@@ -79,19 +80,19 @@ impl Probe {
         let started = Instant::now();
         for _ in 0..RETRIES {
             match self.send().await? {
-                Reply::Served => return Ok(started.elapsed()),
-                Reply::RetryAfter(wait) => tokio::time::sleep(wait).await,
+                Sent::Served => return Ok(started.elapsed()),
+                Sent::RetryAfter(wait) => tokio::time::sleep(wait).await,
             }
         }
         match self.send().await? {
-            Reply::Served => Ok(started.elapsed()),
-            Reply::RetryAfter(_) => Err(format!("503 with Retry-After {RETRIES} times")),
+            Sent::Served => Ok(started.elapsed()),
+            Sent::RetryAfter(_) => Err(format!("503 with Retry-After {RETRIES} times")),
         }
     }
 
     /// One send: served, or a 503 asking to retry after a wait.
-    async fn send(&self) -> Result<Reply, String> {
-        let ex = self.target.post("/v1/chat/completions", &self.body()).await;
+    async fn send(&self) -> Result<Sent, String> {
+        let ex = self.target.post(Endpoint::Chat.path(), &self.body()).await;
         if let Some(e) = &ex.transport_error {
             return Err(format!("transport: {e}"));
         }
@@ -100,15 +101,13 @@ impl Probe {
             .get("retry-after")
             .and_then(|v| v.trim().parse::<f64>().ok());
         if let (503, Some(s)) = (ex.status, retry_after) {
-            return Ok(Reply::RetryAfter(Duration::from_secs_f64(
-                s.clamp(0.0, 5.0),
-            )));
+            return Ok(Sent::RetryAfter(Duration::from_secs_f64(s.clamp(0.0, 5.0))));
         }
         if ex.status != 200 || ex.body["choices"].as_array().is_none_or(|c| c.is_empty()) {
             let text = ex.body.to_string();
             return Err(format!("{}: {}", ex.status, &text[..text.len().min(120)]));
         }
-        Ok(Reply::Served)
+        Ok(Sent::Served)
     }
 
     /// Probes one after another, `gap` apart, until `stop` is set (at

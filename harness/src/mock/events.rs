@@ -37,8 +37,8 @@ impl Frames {
     }
 }
 
-/// What a reply is, whatever its shape.
-pub struct Reply<'a> {
+/// What the mock answers, before it is framed in the endpoint's shape.
+pub struct MockReply<'a> {
     pub endpoint: Endpoint,
     pub id: &'a str,
     pub model: &'a str,
@@ -50,7 +50,7 @@ pub struct Reply<'a> {
     pub include_usage: bool,
 }
 
-impl Reply<'_> {
+impl MockReply<'_> {
     fn text(&self) -> String {
         self.pieces.concat()
     }

@@ -34,11 +34,11 @@ use rand::SeedableRng as _;
 use serde_json::{json, Value};
 
 use self::delay::Spread;
-use self::events::Reply;
+use self::events::MockReply;
 use self::faults::Fault;
 use self::plan::Plan;
 use self::record::{MockRecord, RequestRecord};
-use crate::protocol::endpoint::Endpoint;
+use crate::protocol::endpoint::{Endpoint, HEALTH_PATH, METRICS_PATH, MODELS_PATH, TOKENIZE_PATH};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct MockArgs {
@@ -183,11 +183,9 @@ pub fn router(args: MockArgs) -> Result<Router> {
         tokens_total: AtomicU64::new(0),
         proxy,
     });
-    let generation = Router::new()
-        .route("/v1/chat/completions", post(generate))
-        .route("/v1/completions", post(generate))
-        .route("/v1/messages", post(generate))
-        .route("/v1/responses", post(generate))
+    let generation = Endpoint::ALL
+        .into_iter()
+        .fold(Router::new(), |r, e| r.route(e.path(), post(generate)))
         .route("/mock/record", get(record))
         .route("/mock/timing", get(timing))
         .route("/mock/reset", post(reset));
@@ -196,10 +194,10 @@ pub fn router(args: MockArgs) -> Result<Router> {
     let rest = match mock.proxy {
         Some(_) => Router::new().fallback(pass_through),
         None => Router::new()
-            .route("/v1/models", get(models))
-            .route("/tokenize", post(tokenize))
-            .route("/metrics", get(metrics))
-            .route("/health", get(|| async { "ok" })),
+            .route(MODELS_PATH, get(models))
+            .route(TOKENIZE_PATH, post(tokenize))
+            .route(METRICS_PATH, get(metrics))
+            .route(HEALTH_PATH, get(|| async { "ok" })),
     };
     Ok(generation.merge(rest).with_state(mock))
 }
@@ -218,7 +216,7 @@ async fn pass_through(
 async fn models(State(m): State<Arc<Mock>>) -> Response {
     if m.args.fault.contains(&Fault::EndlessModels) {
         let itl = m.args.itl.draw(&mut StdRng::seed_from_u64(0));
-        return hostile::reply(Fault::EndlessModels, itl, "/v1/models", false).expect("a reply");
+        return hostile::reply(Fault::EndlessModels, itl, MODELS_PATH, false).expect("a reply");
     }
     Json(json!({"object": "list", "data": [
         {"id": m.args.model, "object": "model", "created": 0, "owned_by": "afm-mock"}]}))
@@ -342,7 +340,7 @@ async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response
     plan.apply_faults(&m, id, strict, other, &mut rng);
     let streamed = request["stream"].as_bool() == Some(true);
     let reply_id = format!("mock-{id}");
-    let reply = Reply {
+    let reply = MockReply {
         endpoint,
         id: &reply_id,
         model: &m.args.model,

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::dialect::Dialect;
+use crate::protocol::endpoint::{Endpoint, MODELS_PATH};
 use crate::report::{write_json, CaseResult, Report, Status, Summary};
 use crate::suite::Tier;
 
@@ -27,15 +27,10 @@ pub struct Unavailable {
 /// within OpenAI's which endpoint.
 fn protocol(path: &str) -> Option<String> {
     let p = path.split('?').next().unwrap_or(path);
-    let name = match Dialect::of_path(p) {
-        Dialect::Anthropic => "messages",
-        Dialect::Responses => "responses",
-        Dialect::OpenAi if p.ends_with("/chat/completions") => "chat",
-        Dialect::OpenAi if p.ends_with("/completions") => "completions",
-        Dialect::OpenAi if p.ends_with("/models") => "models",
-        Dialect::OpenAi => return None,
-    };
-    Some(name.to_string())
+    if p == MODELS_PATH {
+        return Some("models".into());
+    }
+    Endpoint::under(p).map(Endpoint::name)
 }
 
 /// A cell's evidence: its failed checks, then what each request got.

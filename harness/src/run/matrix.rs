@@ -10,11 +10,11 @@ use anyhow::{Context, Result};
 
 use super::conformance::{self, ConformanceArgs};
 use super::plan::MatrixFile;
-use super::target::TargetArgs;
 use super::Observer;
 use crate::report::known_failures::KnownFailures;
 use crate::report::matrix::Matrix;
 use crate::report::{compatibility, html, write_text, Report};
+use crate::server::flags::TargetArgs;
 use crate::suite::Tier;
 
 /// The matrix and each column's own report.

@@ -10,7 +10,6 @@ pub mod conformance;
 pub mod matrix;
 pub mod plan;
 pub mod regrade;
-pub mod target;
 
 use crate::report::CaseResult;
 

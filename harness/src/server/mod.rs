@@ -6,9 +6,11 @@
 //! either and SSE framing and routing are tested in-process too.
 
 #[cfg(feature = "engine")]
+pub mod flags;
 mod in_process;
 pub mod process;
 mod unanswered;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use serde_json::Value;
 pub use in_process::InProcess;
 pub use unanswered::Unanswered;
 
+use crate::protocol::endpoint::MODELS_PATH;
 use crate::protocol::exchange::Exchange;
 
 /// A target of a run.
@@ -238,9 +241,9 @@ impl Target {
     /// Fails when the list cannot be read (no server, or a reply that
     /// breaks off or never ends).
     pub async fn listed_model(&self) -> anyhow::Result<Option<String>> {
-        let ex = self.get("/v1/models").await;
+        let ex = self.get(MODELS_PATH).await;
         if let Some(e) = ex.transport_error {
-            anyhow::bail!("GET {}/v1/models: {e}", self.describe());
+            anyhow::bail!("GET {}{MODELS_PATH}: {e}", self.describe());
         }
         Ok(ex.body["data"][0]["id"].as_str().map(str::to_string))
     }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::protocol::endpoint::{HEALTH_PATH, MODELS_PATH};
 use crate::server::Target;
 
 pub struct ServerProcess {
@@ -22,6 +23,11 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
+    /// The started command's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts `template` on a free port; its output goes to `log`.
     pub fn start(template: &str, model: Option<&str>, log: &Path) -> Result<ServerProcess> {
         if template.contains("{model}") && model.is_none() {
@@ -61,7 +67,7 @@ impl ServerProcess {
                     self.command
                 );
             }
-            for path in ["/v1/models", "/health"] {
+            for path in [MODELS_PATH, HEALTH_PATH] {
                 if target.get(path).await.status == 200 {
                     return Ok(());
                 }

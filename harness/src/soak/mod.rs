@@ -31,15 +31,17 @@ use rand::SeedableRng;
 use serde::Serialize;
 
 use crate::bench::stats::percentile;
-use crate::hostile::watch::{self, ProcessSample};
-use crate::hostile::ServerFlags;
+use crate::server::flags::TargetArgs;
+use crate::server::watch::{self, ProcessSample};
 use traffic::{Client, Ending, Kind};
 
 /// `afm-bench soak`'s flags.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SoakArgs {
+    /// The server soaked: `--url`, or `--server COMMAND` started and
+    /// watched by the run.
     #[command(flatten)]
-    pub server: ServerFlags,
+    pub server: TargetArgs,
     /// Seconds of traffic.
     #[arg(long, default_value_t = 1800.0)]
     pub duration: f64,
@@ -56,7 +58,7 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 600.0)]
     pub span: f64,
     /// The server's process id (Linux): memory and descriptors are judged
-    /// only with it.
+    /// only with it (or with a `--server` the run started).
     #[arg(long)]
     pub server_pid: Option<u32>,
     #[arg(long, default_value_t = 1)]
@@ -140,7 +142,16 @@ struct Ended {
 pub async fn run(args: &SoakArgs, note: impl Fn(&str)) -> Result<SoakReport> {
     // A fresh connection per request (`Target::http`), so a close racing
     // a reuse is never taken for a connection the server broke.
-    let (target, base, model) = args.server.resolve(Duration::from_secs(300)).await?;
+    let remote = args
+        .server
+        .open_remote("afm-bench soak", 300, &args.out)
+        .await?;
+    let pid = args.server_pid.or(remote.started_pid());
+    let (target, base, model) = (
+        remote.opened.target.clone(),
+        remote.base.clone(),
+        remote.model.clone(),
+    );
     let client = Arc::new(Client {
         target,
         model: model.clone(),
@@ -189,7 +200,7 @@ pub async fn run(args: &SoakArgs, note: impl Fn(&str)) -> Result<SoakReport> {
         ms.sort_by(f64::total_cmp);
         let sample = Reading {
             at_s: started.elapsed().as_secs_f64(),
-            server: args.server_pid.and_then(watch::sample),
+            server: pid.and_then(watch::sample),
             ended: fresh.len(),
             p50_ms: (!ms.is_empty()).then(|| percentile(&ms, 50.0)),
             p99_ms: (!ms.is_empty()).then(|| percentile(&ms, 99.0)),

@@ -9,6 +9,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use serde_json::{json, Value};
 
+use crate::protocol::endpoint::Endpoint;
 use crate::protocol::exchange::Exchange;
 use crate::server::{Leave, Outgoing, Target};
 
@@ -94,17 +95,12 @@ impl Client {
             merge(&mut body, extra);
             body
         };
-        let (path, body) = match kind {
-            Kind::ChatStream | Kind::Disconnect => {
-                ("/v1/chat/completions", chat(json!({"stream": true})))
-            }
-            Kind::ChatWhole | Kind::Cancel => ("/v1/chat/completions", chat(json!({}))),
-            Kind::Choices => (
-                "/v1/chat/completions",
-                chat(json!({"n": 2, "temperature": 0.8})),
-            ),
+        let (endpoint, body) = match kind {
+            Kind::ChatStream | Kind::Disconnect => (Endpoint::Chat, chat(json!({"stream": true}))),
+            Kind::ChatWhole | Kind::Cancel => (Endpoint::Chat, chat(json!({}))),
+            Kind::Choices => (Endpoint::Chat, chat(json!({"n": 2, "temperature": 0.8}))),
             Kind::Grammar => (
-                "/v1/chat/completions",
+                Endpoint::Chat,
                 chat(
                     json!({"response_format": {"type": "json_schema", "json_schema": {
                     "name": "answer", "strict": true,
@@ -113,35 +109,35 @@ impl Client {
                 ),
             ),
             Kind::Tools => (
-                "/v1/chat/completions",
+                Endpoint::Chat,
                 chat(json!({"tools": [{"type": "function", "function": {
                     "name": "get_weather", "description": "The weather in a city.",
                     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                    "required": ["city"]}}}]})),
             ),
             Kind::Completions => (
-                "/v1/completions",
+                Endpoint::Completions,
                 json!({"model": self.model, "prompt": prompt, "max_tokens": 24,
                        "stream": rng.random_bool(0.5)}),
             ),
             Kind::MessagesStream | Kind::MessagesWhole => (
-                "/v1/messages",
+                Endpoint::Messages,
                 json!({"model": self.model, "max_tokens": 24,
                        "messages": [{"role": "user", "content": prompt}],
                        "stream": kind == Kind::MessagesStream}),
             ),
             Kind::ResponsesStream | Kind::ResponsesWhole => (
-                "/v1/responses",
+                Endpoint::Responses,
                 json!({"model": self.model, "input": prompt, "max_output_tokens": 24,
                        "stream": kind == Kind::ResponsesStream}),
             ),
-            Kind::Fuzzed => ("/v1/chat/completions", Value::Null),
+            Kind::Fuzzed => (Endpoint::Chat, Value::Null),
         };
         let raw = match kind {
             Kind::Fuzzed => fuzz(&chat(json!({})).to_string(), rng),
             _ => body.to_string(),
         };
-        let mut out = Outgoing::post(path, raw.into_bytes());
+        let mut out = Outgoing::post(endpoint.path(), raw.into_bytes());
         out.headers
             .push(("anthropic-version".into(), "2023-06-01".into()));
         out.leave = match kind {

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::outcome::clip_to;
+use crate::protocol::endpoint::{Endpoint, MODELS_PATH};
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::server::{Auth, Outgoing, Target};
@@ -241,7 +242,7 @@ async fn probe_one(
 async fn probe_messages(target: &Target) -> (State, String) {
     let m = target
         .post(
-            "/v1/messages",
+            Endpoint::Messages.path(),
             &json!({"max_tokens": 8, "messages": [{"role": "user", "content": "Say hello."}]}),
         )
         .await;
@@ -252,7 +253,7 @@ async fn probe_messages(target: &Target) -> (State, String) {
 async fn probe_responses(target: &Target) -> (State, String) {
     let r = target
         .post(
-            "/v1/responses",
+            Endpoint::Responses.path(),
             &json!({"input": "Say hello.", "max_output_tokens": 16}),
         )
         .await;
@@ -273,7 +274,7 @@ async fn probe_streaming(target: &Target) -> (State, String) {
 async fn probe_completions(target: &Target) -> (State, String) {
     let c = target
         .post(
-            "/v1/completions",
+            Endpoint::Completions.path(),
             &json!({"prompt": "Hello", "max_tokens": 4, "temperature": 0}),
         )
         .await;
@@ -375,7 +376,7 @@ async fn probe_prefix_cache(target: &Target, nonce: &str) -> (State, String) {
     (state, format!("{}; {seen}", outcome(&warm)))
 }
 
-const CHAT: &str = "/v1/chat/completions";
+const CHAT: &str = Endpoint::Chat.path();
 
 fn ask(extra: Value) -> Value {
     let mut body = json!({
@@ -471,10 +472,10 @@ async fn probe_api_key(target: &Target) -> (State, String) {
             "no API key given (--api-key; in-process runs set one)".into(),
         );
     }
-    let mut out = Outgoing::get("/v1/models");
+    let mut out = Outgoing::get(MODELS_PATH);
     out.auth = Auth::Missing;
     let ex = target.send(out).await;
-    let evidence = format!("GET /v1/models without the key -> {}", ex.status);
+    let evidence = format!("GET {MODELS_PATH} without the key -> {}", ex.status);
     let state = match ex.status {
         401 | 403 => State::Present,
         200 => State::Ignored,
@@ -488,7 +489,7 @@ async fn probe_api_key(target: &Target) -> (State, String) {
 /// CORS cases skip; one that answers it has CORS, and its cases check the
 /// answer.
 async fn probe_cors(target: &Target) -> (State, String) {
-    let mut out = Outgoing::get("/v1/chat/completions");
+    let mut out = Outgoing::get(CHAT);
     out.method = "OPTIONS".into();
     out.auth = Auth::Missing;
     out.headers = vec![

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::dialect::Dialect;
+use crate::protocol::endpoint::Endpoint;
 use crate::server::Auth;
 use crate::suite::checks::CheckSpec;
 
@@ -116,7 +117,7 @@ pub enum Scenario {
 }
 
 fn chat_path() -> String {
-    "/v1/chat/completions".into()
+    Endpoint::Chat.path().into()
 }
 
 /// One case: a request, how it is sent, and what must hold.

@@ -22,12 +22,12 @@ use crate::protocol::reply::Reply;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Dialect {
-    /// `/v1/chat/completions` and `/v1/completions`.
+    /// OpenAI chat and completions.
     #[default]
     OpenAi,
-    /// `/v1/messages`.
+    /// Anthropic Messages.
     Anthropic,
-    /// `/v1/responses`.
+    /// OpenAI Responses.
     Responses,
 }
 
@@ -48,30 +48,6 @@ impl Reply {
 }
 
 impl Dialect {
-    /// The protocol of an exchange, from its path.
-    pub fn of(ex: &Exchange) -> Self {
-        Self::of_path(&ex.path)
-    }
-
-    pub fn of_path(path: &str) -> Self {
-        if path.starts_with("/v1/messages") {
-            Dialect::Anthropic
-        } else if path.starts_with("/v1/responses") {
-            Dialect::Responses
-        } else {
-            Dialect::OpenAi
-        }
-    }
-
-    /// Where a section of this dialect sends its requests.
-    pub fn default_path(self) -> &'static str {
-        match self {
-            Dialect::OpenAi => "/v1/chat/completions",
-            Dialect::Anthropic => "/v1/messages",
-            Dialect::Responses => "/v1/responses",
-        }
-    }
-
     /// Completes a request for sending: `stream` as asked; OpenAI chat
     /// also gets the run's seed and usage in streams (the other protocols
     /// have no such fields, and servers may refuse unknown ones).

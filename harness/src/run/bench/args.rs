@@ -11,7 +11,7 @@ use super::scenario::BenchScenario;
 use crate::bench::arrivals::{Bound, Ramp, RampStrategy, Shape};
 use crate::bench::dataset::builtin::Prompts;
 use crate::protocol::endpoint::Endpoint;
-use crate::run::target::TargetArgs;
+use crate::server::flags::TargetArgs;
 
 /// The check kinds `--tolerate` takes.
 pub const CHECK_KINDS: [&str; 7] = [

@@ -173,7 +173,7 @@ impl Shared<'_> {
         &self,
         vi: usize,
         spec: &VariantSpec,
-        opened: &super::target::Opened,
+        opened: &crate::server::flags::Opened,
         records: &mut Records,
     ) -> Result<(Variant, Facts)> {
         let (args, runtime, observer) = (self.args, self.runtime, self.observer);

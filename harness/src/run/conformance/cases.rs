@@ -10,6 +10,7 @@ use tokio::sync::{Barrier, Semaphore};
 use crate::clients::grade::{regrade, Replayed};
 use crate::clients::Clients;
 use crate::protocol::dialect::Dialect;
+use crate::protocol::endpoint::MODELS_PATH;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
@@ -435,7 +436,7 @@ async fn play(
             let path = match (path.contains("{{model}}"), target.model()) {
                 (true, Some(id)) => path.replace("{{model}}", &path_segment(id)),
                 (true, None) => {
-                    let list = target.send(outgoing(case, "GET", "/v1/models", None)).await;
+                    let list = target.send(outgoing(case, "GET", MODELS_PATH, None)).await;
                     let id = list.body["data"][0]["id"]
                         .as_str()
                         .unwrap_or("no-model-listed")

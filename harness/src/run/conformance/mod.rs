@@ -11,11 +11,11 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use super::target::TargetArgs;
 use super::Observer;
 use crate::clients::Clients;
 use crate::report::known_failures::KnownFailures;
 use crate::report::{html, junit, summary};
+use crate::server::flags::TargetArgs;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::report::{write_text, CaseResult, Report, RunInfo};

@@ -1,7 +1,7 @@
 //! The one place a run chooses its target: a server at `--url`, a server
-//! it starts itself (`--server "COMMAND"`), or the in-process engine. Both
-//! tools take the same flags, so a new way to reach a server is added here
-//! once.
+//! it starts itself (`--server "COMMAND"`), or the in-process engine.
+//! afm-test, afm-bench and its attack and soak take the same flags, so a
+//! new way to reach a server is added here once.
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::server::process::ServerProcess;
-use crate::server::{ReplyLimits, Target, REPLY_CAP};
+use super::process::ServerProcess;
+use super::{ReplyLimits, Target, REPLY_CAP};
 
 /// Where a run's requests go.
 #[derive(Args, Clone, Debug)]
@@ -175,6 +175,45 @@ impl TargetArgs {
             refused: None,
             label,
             server,
+        })
+    }
+}
+
+/// A server over HTTP, opened for tools that only speak to one (the
+/// attacks, the soak): its base URL and the model requests name.
+pub struct Remote {
+    pub opened: Opened,
+    pub base: String,
+    pub model: String,
+}
+
+impl Remote {
+    /// The process id of a server this run started (`--server`), to
+    /// watch its memory and descriptors.
+    pub fn started_pid(&self) -> Option<u32> {
+        self.opened.server.as_ref().map(ServerProcess::pid)
+    }
+}
+
+impl TargetArgs {
+    /// Opens a server over HTTP (`--url` or `--server`; `tool` names who
+    /// needs it in the error otherwise), each request cut after `seconds`
+    /// unless `--request-timeout` says otherwise; its log beside `out`.
+    pub async fn open_remote(&self, tool: &str, seconds: u64, out: &Path) -> Result<Remote> {
+        if !self.remote() {
+            bail!("{tool} sends to a server over HTTP: give --url URL or --server COMMAND");
+        }
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        let opened = self
+            .with_request_timeout(seconds)
+            .open(&[], None, &out.join("server.log"), true)
+            .await?;
+        let base = opened.target.describe().trim_end_matches('/').to_string();
+        let model = opened.target.model().context("a listed model")?.to_string();
+        Ok(Remote {
+            opened,
+            base,
+            model,
         })
     }
 }
