@@ -24,7 +24,7 @@ pub mod parsers;
 pub mod runtime;
 
 pub use error::{EngineError, Result};
-pub use loading::LoadedModel;
+pub use models::LoadedModel;
 pub use runtime::{
     generate, Completion, Engine, EngineConfig, EngineEvent, FinishReason, Generation,
     GenerationParams, GenerationRequest, Prompt, RequestStream, SamplingParams, Usage,

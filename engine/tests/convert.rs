@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use afm_engine::loading::TemplateInput;
 use afm_engine::loading::{convert, ExportDtype};
 use afm_engine::loading::{ModelConfig, QuantizationConfig};
+use afm_engine::models::registry;
 use afm_engine::{generate, EngineError, GenerationParams, LoadedModel};
 use mlx_rs::{Array, Dtype};
 use serde_json::Value;
@@ -90,7 +91,7 @@ fn read_json(path: &Path) -> Value {
 fn export_and_check(dtype: ExportDtype) -> PathBuf {
     let reference = reference();
     let out = scratch(dtype.name());
-    let report = convert("smollm2", &out, dtype).unwrap();
+    let report = convert("smollm2", &out, dtype, registry::family).unwrap();
     let names: Vec<&str> = report.files.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
@@ -221,7 +222,7 @@ fn convert_refuses_a_non_empty_out_dir() {
     let out = scratch("occupied");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("keep.txt"), "mine").unwrap();
-    let err = convert("smollm2", &out, ExportDtype::F32).unwrap_err();
+    let err = convert("smollm2", &out, ExportDtype::F32, registry::family).unwrap_err();
     assert!(matches!(err, EngineError::Convert(_)), "{err}");
     assert!(err.to_string().contains("not empty"), "{err}");
     assert_eq!(

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use afm_engine::cpu::qmm;
 use afm_engine::loading::{convert, ExportDtype, ModelSource, WeightMode};
+use afm_engine::models::registry;
 use afm_engine::runtime::argmax;
 use afm_engine::LoadedModel;
 use serde_json::Value;
@@ -108,7 +109,13 @@ fn round_trips_through_convert(name: &str) {
     let (original, reference) = load(name);
     let out = std::env::temp_dir().join(format!("afm-convert-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    convert(folder(name).to_str().unwrap(), &out, ExportDtype::F32).unwrap();
+    convert(
+        folder(name).to_str().unwrap(),
+        &out,
+        ExportDtype::F32,
+        registry::family,
+    )
+    .unwrap();
     let copy = LoadedModel::load(out.to_str().unwrap()).unwrap();
     assert_eq!(
         copy.model.config(),

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use afm_engine::loading::TemplateInput;
 use afm_engine::loading::{convert, ConvertReport, ExportDtype};
+use afm_engine::models::registry;
 use std::sync::Arc;
 
 use afm_engine::api::ApiContext;
@@ -158,7 +159,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Convert { model, out, dtype }) => {
             let dtype = ExportDtype::from_name(&dtype)?;
             let start = std::time::Instant::now();
-            let report = convert(&model, &out, dtype)?;
+            let report = convert(&model, &out, dtype, registry::family)?;
             print_convert_report(&report, dtype, start.elapsed().as_secs_f64());
             Ok(())
         }

@@ -20,10 +20,10 @@ use serde_json::{json, Value};
 
 use crate::error::{EngineError, Result};
 use crate::loading::config::ModelConfig;
+use crate::loading::family::{Families, Family};
 use crate::loading::parts::ModelParts;
 use crate::loading::source::ModelSource;
 use crate::loading::weights::WeightMode;
-use crate::models::registry;
 
 /// The element type of the exported weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,21 +95,22 @@ impl ConvertReport {
 }
 
 /// Exports the model `spec` names (alias, .gguf, MLX/HF folder, cached HF
-/// repo id) into `out`, which must not exist or be an empty folder.
-pub fn convert(spec: &str, out: &Path, dtype: ExportDtype) -> Result<ConvertReport> {
-    check_out_dir(out)?;
-    convert_source(&ModelSource::resolve(spec)?, out, dtype)
-}
-
-/// [`convert`] for a resolved source. Tensors are read as stored
-/// ([`WeightMode::KeepQuantized`]); no network is built.
-pub fn convert_source(
-    source: &ModelSource,
+/// repo id) into `out`, which must not exist or be an empty folder;
+/// `families` (the models registry's lookup) names its architecture.
+/// Tensors are read as stored ([`WeightMode::KeepQuantized`]); no network
+/// is built.
+pub fn convert(
+    spec: &str,
     out: &Path,
     dtype: ExportDtype,
+    families: Families,
 ) -> Result<ConvertReport> {
     check_out_dir(out)?;
-    let parts = ModelParts::read(source, WeightMode::KeepQuantized)?;
+    let parts = ModelParts::read(
+        &ModelSource::resolve(spec)?,
+        WeightMode::KeepQuantized,
+        families,
+    )?;
     let tensors = export_tensors(&parts, dtype)?;
     let created = !out.exists();
     std::fs::create_dir_all(out)
@@ -164,7 +165,7 @@ fn export_tensors(parts: &ModelParts, dtype: ExportDtype) -> Result<ExportedTens
         .collect();
     let rope_unpermuted = config.rope_traditional;
     let norm_shift = if parts.hyper.from_gguf {
-        registry::find(&config.architecture)?.gguf_norm_shift
+        parts.family.gguf_norm_shift
     } else {
         0.0
     };
@@ -297,13 +298,12 @@ fn write_folder(
     let mut model_config = parts.config.clone();
     // Without an lm_head the embedding is the head, whatever the source said.
     model_config.tie_word_embeddings |= !exported.tensors.contains_key("lm_head.weight");
-    let mut config = config_json(&model_config, &torch_dtype, bos_id, &eos_ids)?;
+    let mut config = config_json(&model_config, parts.family, &torch_dtype, bos_id, &eos_ids)?;
     // What the architecture reads beyond the common keys goes along, so
     // the folder loads as the same network (the common keys written above
     // win; quantization is the export's own).
-    let arch = registry::find(&model_config.architecture)?;
     let object = config.as_object_mut().expect("config.json is an object");
-    for (key, value) in arch.hf_hyper_params(&parts.hyper) {
+    for (key, value) in parts.family.hf_hyper_params(&parts.hyper) {
         if !object.contains_key(&key) && !key.starts_with("quantization") {
             object.insert(key, value);
         }
@@ -415,13 +415,13 @@ fn quantization(exported: &ExportedTensors) -> (Option<Value>, Vec<(String, i32)
 
 fn config_json(
     c: &ModelConfig,
+    family: &Family,
     torch_dtype: &str,
     bos_id: Option<u32>,
     eos: &[u32],
 ) -> Result<Value> {
-    let arch = registry::find(&c.architecture)?;
-    let (model_type, class) = (arch.name, arch.hf_class);
-    let (activation_key, activation) = arch.hf_activation;
+    let (model_type, class) = (family.name, family.hf_class);
+    let (activation_key, activation) = family.hf_activation;
     let mut v = json!({
         "architectures": [class],
         "model_type": model_type,

@@ -12,23 +12,25 @@ use crate::loading::config::{
     is_multimodal, quantization_of, quantization_overrides, read_json, HyperParams, ModelConfig,
 };
 use crate::loading::eos::EosSet;
+use crate::loading::family::{Families, Family};
 use crate::loading::gguf::GgufModelFile;
 use crate::loading::source::ModelSource;
 use crate::loading::tokenizer::TextTokenizer;
 use crate::loading::weights::{TensorMap, WeightMode};
-use crate::models::registry;
 
 /// Group size MLX uses when `config.json` does not say.
 const MLX_DEFAULT_GROUP_SIZE: i32 = 64;
 
 /// A model as read from its file or folder, before the network is built:
-/// [`LoadedModel`] builds one from it, and `convert` writes it out again
+/// `LoadedModel` builds one from it, and `convert` writes it out again
 /// (with [`WeightMode::KeepQuantized`], tensors stay as stored).
 pub struct ModelParts {
     /// A short name (file or folder name).
     pub name: String,
-    /// Resolved by the models registry (afm's architecture name, the
-    /// weights' RoPE layout).
+    /// How the architecture's files describe it.
+    pub family: &'static Family,
+    /// Resolved by the family (afm's architecture name, the weights' RoPE
+    /// layout).
     pub config: ModelConfig,
     /// What the architecture reads beyond `config`.
     pub hyper: HyperParams,
@@ -43,20 +45,22 @@ pub struct ModelParts {
 }
 
 impl ModelParts {
-    pub fn read(source: &ModelSource, mode: WeightMode) -> Result<Self> {
+    /// Reads `source`; `families` names its architecture (the models
+    /// registry's lookup).
+    pub fn read(source: &ModelSource, mode: WeightMode, families: Families) -> Result<Self> {
         match source {
-            ModelSource::Gguf(path) => Self::read_gguf(path, mode),
-            ModelSource::SafetensorsDir(dir) => Self::read_dir(dir, mode),
+            ModelSource::Gguf(path) => Self::read_gguf(path, mode, families),
+            ModelSource::SafetensorsDir(dir) => Self::read_dir(dir, mode, families),
         }
     }
 
-    fn read_gguf(path: &Path, mode: WeightMode) -> Result<Self> {
+    fn read_gguf(path: &Path, mode: WeightMode, families: Families) -> Result<Self> {
         let file = GgufModelFile::open(path)?;
         // An architecture we do not run is named before any missing key.
-        let arch = registry::find(&file.require_string("general.architecture")?)?;
+        let family = families(&file.require_string("general.architecture")?)?;
         let config = ModelConfig::from_gguf(&file)?;
         let hyper = HyperParams::from_gguf(&file, &config.architecture)?;
-        let config = registry::resolve(config, true)?;
+        let config = family.resolve(config, true);
         let tokenizer = TextTokenizer::from_gguf(&file)?;
         let token_text = |key: &str| -> Result<Option<String>> {
             Ok(file
@@ -69,17 +73,18 @@ impl ModelParts {
         // turn format then (llama.cpp falls back the same way).
         let source = match file.string("tokenizer.chat_template")? {
             Some(s) => s,
-            None => arch
+            None => family
                 .default_chat_template
                 .map(str::to_string)
                 .ok_or_else(|| file.missing("tokenizer.chat_template"))?,
         };
         let template = ChatTemplate::new(&source, bos_token.clone(), eos_token.clone())?;
         let mut eos = EosSet::from_gguf(&file)?;
-        add_turn_ends(&mut eos, arch, &tokenizer);
-        let weights = TensorMap::from_gguf(&file, mode, arch.gguf_tensors)?;
+        add_turn_ends(&mut eos, family, &tokenizer);
+        let weights = TensorMap::from_gguf(&file, mode, family.gguf_tensors)?;
         Ok(ModelParts {
             name: file_name(path),
+            family,
             config,
             hyper,
             weights,
@@ -91,21 +96,23 @@ impl ModelParts {
         })
     }
 
-    fn read_dir(dir: &Path, mode: WeightMode) -> Result<Self> {
+    fn read_dir(dir: &Path, mode: WeightMode, families: Families) -> Result<Self> {
         let config_path = dir.join("config.json");
         let hyper = HyperParams::from_config_json(&config_path)?;
         // An architecture we do not run is named before any missing field.
         if let Some(name) = hyper.architecture_name() {
-            registry::find(name)?;
+            families(name)?;
         }
-        let config = registry::resolve(ModelConfig::from_config_json(&config_path)?, false)?;
+        let config = ModelConfig::from_config_json(&config_path)?;
+        let family = families(&config.architecture)?;
+        let config = family.resolve(config, false);
         let tokenizer = TextTokenizer::from_file(&dir.join("tokenizer.json"))?;
         let tok_cfg = TokenizerConfig::read(dir)?;
         let source = tok_cfg.chat_template(dir)?;
         let (bos_token, eos_token) = (tok_cfg.bos_token(), tok_cfg.eos_token());
         let template = ChatTemplate::new(&source, bos_token.clone(), eos_token.clone())?;
         let mut eos = eos_for_dir(dir, &tokenizer)?;
-        add_turn_ends(&mut eos, registry::find(&config.architecture)?, &tokenizer);
+        add_turn_ends(&mut eos, family, &tokenizer);
         let group_size =
             quantization_of(&config_path)?.map_or(MLX_DEFAULT_GROUP_SIZE, |q| q.group_size);
         let mut weights = TensorMap::from_safetensors_dir(dir, group_size, mode)?
@@ -115,6 +122,7 @@ impl ModelParts {
         }
         Ok(ModelParts {
             name: file_name(dir),
+            family,
             config,
             hyper,
             weights,
@@ -143,8 +151,8 @@ pub fn eos_for_dir(dir: &Path, tokenizer: &TextTokenizer) -> Result<EosSet> {
 /// The architecture's turn-end tokens join the EOS set: files often declare
 /// only `<eos>`, and a model that ends its turn with `<end_of_turn>` would
 /// otherwise run on.
-fn add_turn_ends(eos: &mut EosSet, arch: &registry::Architecture, tokenizer: &TextTokenizer) {
-    for token in arch.turn_end_tokens {
+fn add_turn_ends(eos: &mut EosSet, family: &Family, tokenizer: &TextTokenizer) {
+    for token in family.turn_end_tokens {
         if let Some(id) = tokenizer.token_to_id(token) {
             eos.insert(id);
         }

@@ -19,6 +19,7 @@ use super::self_attention::SelfAttention;
 use crate::error::{EngineError, Result};
 use crate::layers::{Embedding, Linear};
 use crate::loading::config::{HyperParams, ModelConfig};
+use crate::loading::family::Family;
 use crate::loading::weights::TensorMap;
 
 /// What Gemma 3 reads beyond the common hyper-parameters, in config.json
@@ -77,6 +78,23 @@ impl GemmaParams {
         })
     }
 }
+
+/// How Gemma 3's files describe it: GGUF renames its extra norms and
+/// shifts every norm weight by 1; a base model's file may carry no
+/// template, and `<end_of_turn>` ends a turn whatever the file's EOS.
+pub const FAMILY: Family = Family {
+    gguf_keys: &[("attention.sliding_window", "sliding_window")],
+    gguf_tensors: &[
+        ("ffn_norm", "pre_feedforward_layernorm"),
+        ("post_attention_norm", "post_attention_layernorm"),
+        ("post_ffw_norm", "post_feedforward_layernorm"),
+    ],
+    hf_activation: ("hidden_activation", "gelu_pytorch_tanh"),
+    gguf_norm_shift: 1.0,
+    default_chat_template: Some(include_str!("templates/gemma3.jinja")),
+    turn_end_tokens: &["<end_of_turn>"],
+    ..Family::plain("gemma3_text", "gemma3", "Gemma3ForCausalLM")
+};
 
 /// The registry's loader.
 pub fn load(

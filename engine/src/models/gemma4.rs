@@ -32,7 +32,17 @@ use super::sparse_moe::{experts_refuse_batch_invariance, ExpertStack};
 use crate::error::{EngineError, Result};
 use crate::layers::{Embedding, Linear};
 use crate::loading::config::{HyperParams, ModelConfig};
+use crate::loading::family::Family;
 use crate::loading::weights::TensorMap;
+
+/// How Gemma 4's files describe it (a multimodal one's `text_config`
+/// names `gemma4_text`). Loads from HF/MLX folders; its GGUF tensors are
+/// not mapped.
+pub const FAMILY: Family = Family {
+    hf_activation: ("hidden_activation", "gelu_pytorch_tanh"),
+    turn_end_tokens: &["<turn|>", "<|tool_response>"],
+    ..Family::plain("gemma4_text", "gemma4", "Gemma4ForCausalLM")
+};
 
 /// The registry's loader (`gemma4_text`, and `gemma4`'s text part).
 pub fn load(

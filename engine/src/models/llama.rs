@@ -9,7 +9,15 @@ use super::forward::AttentionSpec;
 use super::self_attention::SelfAttention;
 use crate::error::Result;
 use crate::loading::config::{HyperParams, ModelConfig};
+use crate::loading::family::Family;
 use crate::loading::weights::TensorMap;
+
+/// How llama's files describe it: llama.cpp's converter permutes its Q/K
+/// rows for interleaved RoPE.
+pub const FAMILY: Family = Family {
+    gguf_permutes_qk: true,
+    ..Family::plain("llama", "llama", "LlamaForCausalLM")
+};
 
 /// The registry's loader.
 pub fn load(

@@ -7,7 +7,11 @@ use super::forward::{AttentionSpec, QkNorm};
 use super::self_attention::SelfAttention;
 use crate::error::Result;
 use crate::loading::config::{HyperParams, ModelConfig};
+use crate::loading::family::Family;
 use crate::loading::weights::TensorMap;
+
+/// How Qwen3's files describe it.
+pub const FAMILY: Family = Family::plain("qwen3", "qwen3", "Qwen3ForCausalLM");
 
 /// The registry's loader.
 pub fn load(

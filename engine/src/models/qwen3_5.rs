@@ -13,7 +13,25 @@ use super::qwen3_next::{build, Hybrid};
 use super::sparse_moe::Routing;
 use crate::error::{EngineError, Result};
 use crate::loading::config::{HyperParams, ModelConfig};
+use crate::loading::family::Family;
 use crate::loading::weights::TensorMap;
+
+/// How Qwen3.5's files describe it (dense; a multimodal checkpoint's
+/// text part is `qwen3_5_text`). Loads from HF/MLX folders.
+pub const FAMILY: Family = Family {
+    aliases: &["qwen3_5_text"],
+    ..Family::plain("qwen3_5", "qwen35", "Qwen3_5ForConditionalGeneration")
+};
+
+/// The MoE variant's, built by the same [`load`].
+pub const MOE_FAMILY: Family = Family {
+    aliases: &["qwen3_5_moe_text"],
+    ..Family::plain(
+        "qwen3_5_moe",
+        "qwen35moe",
+        "Qwen3_5MoeForConditionalGeneration",
+    )
+};
 
 /// The registry's loader (both variants: a config without experts is the
 /// dense one).

@@ -12,7 +12,25 @@ use super::qwen3;
 use super::sparse_moe::{Routing, SparseMoe};
 use crate::error::Result;
 use crate::loading::config::{HyperParams, ModelConfig};
+use crate::loading::family::Family;
 use crate::loading::weights::TensorMap;
+
+/// How Qwen3-MoE's files describe it: GGUF names its expert counts and
+/// stacked experts its own way.
+pub const FAMILY: Family = Family {
+    gguf_keys: &[
+        ("expert_count", "num_experts"),
+        ("expert_used_count", "num_experts_per_tok"),
+        ("expert_feed_forward_length", "moe_intermediate_size"),
+    ],
+    gguf_tensors: &[
+        ("ffn_gate_inp", "mlp.gate"),
+        ("ffn_gate_exps", "mlp.switch_mlp.gate_proj"),
+        ("ffn_up_exps", "mlp.switch_mlp.up_proj"),
+        ("ffn_down_exps", "mlp.switch_mlp.down_proj"),
+    ],
+    ..Family::plain("qwen3_moe", "qwen3moe", "Qwen3MoeForCausalLM")
+};
 
 /// The registry's loader: reads the expert hyper-parameters.
 pub fn load(

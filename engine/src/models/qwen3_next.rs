@@ -18,7 +18,13 @@ use super::self_attention::SelfAttention;
 use super::sparse_moe::{Routing, SharedExpertMoe};
 use crate::error::{EngineError, Result};
 use crate::loading::config::{HyperParams, ModelConfig};
+use crate::loading::family::Family;
 use crate::loading::weights::TensorMap;
+
+/// How Qwen3-Next's files describe it. It loads from HF/MLX folders; the
+/// GGUF name is llama.cpp's, whose recurrent tensors the GGUF path does
+/// not map.
+pub const FAMILY: Family = Family::plain("qwen3_next", "qwen3next", "Qwen3NextForCausalLM");
 
 /// The registry's loader.
 pub fn load(

@@ -1,14 +1,16 @@
-//! A model ready to run: its network built by the models registry, with
-//! the tokenizer, chat template and EOS set it is served with.
+//! A model ready to run: its parts read from its files (`loading`, told
+//! the architectures by the registry) and its network built by the
+//! registry, with the tokenizer, chat template and EOS set it is served
+//! with.
 
+use super::{registry, CausalLm};
 use crate::error::Result;
 use crate::loading::chat_template::{ChatTemplate, TemplateInput};
 use crate::loading::eos::EosSet;
-use crate::loading::parts::ModelParts;
+use crate::loading::ModelParts;
 use crate::loading::source::ModelSource;
 use crate::loading::tokenizer::TextTokenizer;
 use crate::loading::weights::WeightMode;
-use crate::models::{registry, CausalLm};
 
 pub struct LoadedModel {
     /// A short name for responses and logs (file or folder name).
@@ -44,7 +46,7 @@ impl LoadedModel {
         );
         #[cfg(target_os = "macos")]
         let _ = heap_fixed;
-        let parts = ModelParts::read(source, mode)?;
+        let parts = ModelParts::read(source, mode, registry::family)?;
         let model = registry::load(parts.config, &parts.hyper, &parts.weights)?;
         Ok(LoadedModel {
             name: parts.name,
