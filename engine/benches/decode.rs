@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use afm_engine::loading::TemplateInput;
-use afm_engine::{generate, GenerationParams, LoadedModel, SamplingParams};
+use afm_engine::{generate, GenerationSettings, LoadedModel};
 
 struct Args {
     model: String,
@@ -53,9 +53,9 @@ fn bare_loop(model: &LoadedModel, prompt: &[u32], n: usize) -> f64 {
 }
 
 fn engine(model: &LoadedModel, prompt: &[u32], n: usize) -> f64 {
-    let params = GenerationParams {
+    let params = GenerationSettings {
         max_tokens: n,
-        sampling: SamplingParams::default(),
+        ..Default::default()
     };
     let start = Instant::now();
     let out = generate(

@@ -12,7 +12,7 @@ use afm_engine::loading::TemplateInput;
 use afm_engine::loading::{convert, ExportDtype};
 use afm_engine::loading::{ModelConfig, QuantizationConfig};
 use afm_engine::models::registry;
-use afm_engine::{generate, EngineError, GenerationParams, LoadedModel};
+use afm_engine::{generate, EngineError, GenerationSettings, LoadedModel};
 use mlx_rs::{Array, Dtype};
 use serde_json::Value;
 
@@ -60,7 +60,7 @@ fn prompt_and_greedy(model: &LoadedModel) -> (Vec<u32>, Vec<u32>) {
             ..Default::default()
         })
         .unwrap();
-    let params = GenerationParams {
+    let params = GenerationSettings {
         max_tokens: 12,
         ..Default::default()
     };

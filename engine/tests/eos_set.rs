@@ -8,7 +8,7 @@ use afm_engine::loading::EosSet;
 use afm_engine::loading::ModelConfig;
 use afm_engine::loading::TextTokenizer;
 use afm_engine::models::{BatchItem, CausalLm, KvLayout, KvStore};
-use afm_engine::{generate, FinishReason, GenerationParams, Result};
+use afm_engine::{generate, FinishReason, GenerationSettings, Result};
 use mlx_rs::Array;
 
 const VOCAB: usize = 128;
@@ -89,7 +89,7 @@ fn eos_set_is_the_union_of_tokenizer_and_config_lists() {
 #[test]
 fn generation_stops_on_each_end_id() {
     let (eos, tokenizer) = eos_and_tokenizer();
-    let params = GenerationParams {
+    let params = GenerationSettings {
         max_tokens: 10,
         ..Default::default()
     };
@@ -109,11 +109,54 @@ fn generation_stops_on_each_end_id() {
 fn without_an_end_id_generation_runs_to_max_tokens() {
     let (eos, tokenizer) = eos_and_tokenizer();
     let model = Scripted::new((20..40).collect());
-    let params = GenerationParams {
+    let params = GenerationSettings {
         max_tokens: 5,
         ..Default::default()
     };
     let out = generate(&model, &tokenizer, &eos, &[2], &params, |_| {}).unwrap();
     assert_eq!(out.tokens, vec![20, 21, 22, 23, 24]);
     assert_eq!(out.finish_reason, FinishReason::Length);
+}
+
+/// `generate` honours the one settings type whole: a stop string ends the
+/// output and is never emitted, even across tokens ("w11 w12" spans two),
+/// and the settings it cannot honour (logprobs, tool-call limits) are an
+/// error that names the field, never silently dropped.
+#[test]
+fn generate_ends_at_a_stop_string_and_refuses_what_it_cannot_report() {
+    let (eos, tokenizer) = eos_and_tokenizer();
+    let model = Scripted::new((10..20).collect());
+    let settings = GenerationSettings {
+        max_tokens: 8,
+        stop: vec!["1 w12".into()],
+        ..Default::default()
+    };
+    let mut streamed = String::new();
+    let out = generate(&model, &tokenizer, &eos, &[2], &settings, |t| {
+        streamed.push_str(t)
+    })
+    .unwrap();
+    assert_eq!(out.text, "w10 w1");
+    assert_eq!(streamed, out.text, "the stop string leaked into the stream");
+    assert_eq!(out.finish_reason, FinishReason::Stop);
+    assert_eq!(out.tokens, vec![10, 11, 12]);
+    for (field, settings) in [
+        (
+            "logprobs",
+            GenerationSettings {
+                logprobs: Some(2),
+                ..Default::default()
+            },
+        ),
+        (
+            "max_tool_calls",
+            GenerationSettings {
+                max_tool_calls: Some(1),
+                ..Default::default()
+            },
+        ),
+    ] {
+        let err = generate(&model, &tokenizer, &eos, &[2], &settings, |_| {}).unwrap_err();
+        assert!(err.to_string().contains(field), "{field}: {err}");
+    }
 }

@@ -22,6 +22,7 @@
 mod anthropic;
 mod context;
 mod error;
+mod event_queue;
 mod http_server;
 mod ids;
 mod listener;

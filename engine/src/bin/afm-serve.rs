@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use afm_engine::api::ApiContext;
 use afm_engine::api::{self, ServeFlags};
-use afm_engine::{generate, Engine, GenerationParams, LoadedModel, SamplingParams};
+use afm_engine::{generate, Engine, GenerationSettings, LoadedModel, SamplingParams};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -121,7 +121,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 add_generation_prompt: true,
                 ..Default::default()
             })?;
-            let params = GenerationParams {
+            let params = GenerationSettings {
                 max_tokens,
                 sampling: SamplingParams {
                     temperature,
@@ -129,6 +129,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     seed,
                     ..Default::default()
                 },
+                ..Default::default()
             };
             let start = std::time::Instant::now();
             let mut stdout = std::io::stdout().lock();

@@ -7,10 +7,10 @@ use super::{registry, CausalLm};
 use crate::error::Result;
 use crate::loading::chat_template::{ChatTemplate, TemplateInput};
 use crate::loading::eos::EosSet;
-use crate::loading::ModelParts;
 use crate::loading::source::ModelSource;
 use crate::loading::tokenizer::TextTokenizer;
 use crate::loading::weights::WeightMode;
+use crate::loading::ModelParts;
 
 pub struct LoadedModel {
     /// A short name for responses and logs (file or folder name).

@@ -22,11 +22,12 @@ use crate::parsers::{OutputConfig, ToolCallFormat};
 use crate::runtime::config::EngineConfig;
 use crate::runtime::constraint::Constraint;
 use crate::runtime::events::{engine_gone, Completion, EngineEvent, Failure};
-use crate::runtime::grammar::{tool_constraint, GrammarMode};
+use crate::runtime::grammar::{tool_constraint, GrammarMode, GrammarState};
 use crate::runtime::model_text::ModelText;
 use crate::runtime::request::{GenerationRequest, Prompt, ToolChoice};
 use crate::runtime::scheduler::Scheduler;
-use crate::runtime::sequence::{worst_case_positions, GenerationSettings, NewSequence};
+use crate::runtime::sequence::{worst_case_positions, NewSequence};
+use crate::runtime::settings::GenerationSettings;
 use crate::runtime::stats::EngineStats;
 use crate::runtime::tool_spec::ToolSpec;
 
@@ -147,20 +148,10 @@ impl Engine {
         self.text.template.render(&input)
     }
 
-    /// The prompt ids a request becomes (chat template and tokenizer, or
-    /// the text tokenized).
+    /// The prompt ids a request becomes (chat template and tokenizer, the
+    /// text tokenized, or its ids checked against the vocabulary).
     pub fn prompt_tokens(&self, request: &GenerationRequest) -> Result<Vec<u32>> {
-        match &request.prompt {
-            Prompt::Chat {
-                messages,
-                template_kwargs,
-            } => {
-                let text = self.prompt_text(messages, template_kwargs, &request.tools)?;
-                self.text.tokenizer.encode(&text)
-            }
-            Prompt::Text(text) => self.text.tokenizer.encode(text),
-            Prompt::Tokens(ids) => Ok(ids.clone()),
-        }
+        Ok(self.encode_prompt(request)?.0)
     }
 
     /// Checks and queues a request; its events arrive on the stream.
@@ -192,18 +183,57 @@ impl Engine {
 
     /// A request checked, tokenized and its grammar compiled (on the
     /// caller's thread), with the stream its events will arrive on.
+    /// A request made ready for the engine thread, in four steps: its
+    /// prompt tokens and output parsing, its fit in the context and KV
+    /// budget, its grammar, its settings.
     fn prepare(&self, request: &GenerationRequest) -> Result<(NewSequence, RequestStream)> {
         let max_tokens = request.checked_max_tokens(&self.text.limits)?;
-        let (prompt, mut output) = match &request.prompt {
+        let (prompt, mut output) = self.sequence_prompt(request)?;
+        self.check_fits(request, prompt.len(), max_tokens)?;
+        let (grammar, mode) = self.grammar(request, &mut output)?;
+        let (events, rx) = unbounded_channel();
+        let sequence = NewSequence {
+            prompt,
+            settings: GenerationSettings::of(request, max_tokens),
+            grammar,
+            output,
+            thinking_budget: request.thinking_budget,
+            events,
+        };
+        Ok((sequence, RequestStream { rx, grammar: mode }))
+    }
+
+    /// The prompt's tokens ([`Engine::prompt_tokens`]; empty: the
+    /// document start) and, for a chat, how its output is parsed.
+    fn sequence_prompt(
+        &self,
+        request: &GenerationRequest,
+    ) -> Result<(Vec<u32>, Option<OutputConfig>)> {
+        let (prompt, chat_text) = self.encode_prompt(request)?;
+        let output = match chat_text {
+            Some(text) => Some(self.output_config(request, &text)?),
+            None => None,
+        };
+        // An empty text prompt is the document start (OpenAI's default
+        // prompt is `<|endoftext|>`): the model's BOS, else its first EOS.
+        let prompt = match prompt.is_empty() {
+            false => prompt,
+            true => self.document_start()?,
+        };
+        Ok((prompt, output))
+    }
+
+    /// The prompt's ids, and a chat's rendered text.
+    fn encode_prompt(&self, request: &GenerationRequest) -> Result<(Vec<u32>, Option<String>)> {
+        match &request.prompt {
             Prompt::Chat {
                 messages,
                 template_kwargs,
             } => {
                 let text = self.prompt_text(messages, template_kwargs, &request.tools)?;
-                let output = self.output_config(request, &text)?;
-                (self.text.tokenizer.encode(&text)?, Some(output))
+                Ok((self.text.tokenizer.encode(&text)?, Some(text)))
             }
-            Prompt::Text(text) => (self.text.tokenizer.encode(text)?, None),
+            Prompt::Text(text) => Ok((self.text.tokenizer.encode(text)?, None)),
             Prompt::Tokens(ids) => {
                 let vocab = self.text.limits.vocab_size;
                 if let Some(id) = ids.iter().find(|&&id| id as usize >= vocab) {
@@ -212,43 +242,58 @@ impl Engine {
                         format!("{id} is not a token id of this model (vocabulary of {vocab})"),
                     ));
                 }
-                (ids.clone(), None)
+                Ok((ids.clone(), None))
             }
-        };
-        // An empty text prompt is the document start (OpenAI's default
-        // prompt is `<|endoftext|>`): the model's BOS, else its first EOS.
-        let prompt = match prompt.is_empty() {
-            false => prompt,
-            true => self.document_start()?,
-        };
+        }
+    }
+
+    /// Refuses a prompt the context cannot hold, or whose worst case
+    /// (prompt + `max_tokens`) needs more KV than the budget.
+    fn check_fits(
+        &self,
+        request: &GenerationRequest,
+        prompt: usize,
+        max_tokens: usize,
+    ) -> Result<()> {
         let context = self.text.limits.context_length;
-        if prompt.len() >= context {
+        if prompt >= context {
             let param = match request.prompt {
                 Prompt::Chat { .. } => "messages",
                 Prompt::Text(_) | Prompt::Tokens(_) => "prompt",
             };
             return Err(EngineError::InvalidRequest {
                 message: format!(
-                    "the prompt has {} tokens; the model's context is {context}",
-                    prompt.len()
+                    "the prompt has {prompt} tokens; the model's context is {context}"
                 ),
                 param: Some(param.into()),
             });
         }
-        let tokens = worst_case_positions(prompt.len(), max_tokens, context);
-        let kv = self.kv_layout.bytes_for(tokens);
+        let kv = self
+            .kv_layout
+            .bytes_for(worst_case_positions(prompt, max_tokens, context));
         if kv > self.config.kv_budget_bytes {
             return Err(EngineError::InvalidRequest {
                 message: format!(
-                    "the prompt ({} tokens) and max_tokens ({max_tokens}) need up to {} MiB of KV; \
+                    "the prompt ({prompt} tokens) and max_tokens ({max_tokens}) need up to {} MiB of KV; \
                      this server's budget is {} MiB (--max-kv-mb)",
-                    prompt.len(),
                     kv.div_ceil(1 << 20),
                     self.config.kv_budget_bytes >> 20
                 ),
                 param: Some("max_tokens".into()),
             });
         }
+        Ok(())
+    }
+
+    /// The request's grammar, compiled here on the caller's thread (never
+    /// in the decode loop; compiling also rejects bad schemas when
+    /// constraints are off), and whether it is enforced. A forced tool
+    /// call switches `output` to the grammar's call format.
+    fn grammar(
+        &self,
+        request: &GenerationRequest,
+        output: &mut Option<OutputConfig>,
+    ) -> Result<(Option<GrammarState>, GrammarMode)> {
         let constraint = match tool_constraint(request)? {
             Some(c) => Some(c),
             // Tools offered and refused: no call may begin.
@@ -271,54 +316,32 @@ impl Engine {
             }
             None => request.constraint.clone(),
         };
+        let Some(c) = constraint else {
+            return Ok((None, GrammarMode::None));
+        };
         // A reasoning block the prompt opened stays free; the constraint
         // starts after its end marker.
         let reasoning = output
             .as_ref()
             .is_some_and(|o| o.prompt_opens_reasoning)
             .then_some(&self.text.reasoning_prefix);
-        // Compiled here, on the caller's thread, never in the decode loop;
-        // compiling also rejects bad schemas when constraints are off.
-        let (grammar, mode) = match constraint {
-            None => (None, GrammarMode::None),
-            Some(c) => {
-                let state = self.text.grammar.compile(&c, reasoning)?;
-                if self.config.grammar_constraints {
-                    // Forced calls are written in the grammar's format.
-                    if let (Some(o), Constraint::ToolCall(_) | Constraint::MaybeToolCall(_)) =
-                        (&mut output, &c)
-                    {
-                        o.tool_format = Some(ToolCallFormat::Hermes);
-                    }
-                    (Some(state), GrammarMode::Enforced)
-                } else if let Some(param) = c.needs_enforcing() {
-                    return Err(EngineError::invalid_param(
-                        param,
-                        "needs grammar constraints, which this server runs without \
-                         (it was started with --no-grammar-constraints)",
-                    ));
-                } else {
-                    (None, GrammarMode::Downgraded)
-                }
+        let state = self.text.grammar.compile(&c, reasoning)?;
+        if self.config.grammar_constraints {
+            // Forced calls are written in the grammar's format.
+            if let (Some(o), Constraint::ToolCall(_) | Constraint::MaybeToolCall(_)) = (output, &c)
+            {
+                o.tool_format = Some(ToolCallFormat::Hermes);
             }
-        };
-        let settings = GenerationSettings {
-            sampling: request.sampling.clone(),
-            max_tokens,
-            stop: request.stop.clone(),
-            logprobs: request.logprobs,
-            max_tool_calls: (!request.parallel_tool_calls).then_some(1),
-        };
-        let (events, rx) = unbounded_channel();
-        let sequence = NewSequence {
-            prompt,
-            settings,
-            grammar,
-            output,
-            thinking_budget: request.thinking_budget,
-            events,
-        };
-        Ok((sequence, RequestStream { rx, grammar: mode }))
+            Ok((Some(state), GrammarMode::Enforced))
+        } else if let Some(param) = c.needs_enforcing() {
+            Err(EngineError::invalid_param(
+                param,
+                "needs grammar constraints, which this server runs without \
+                 (it was started with --no-grammar-constraints)",
+            ))
+        } else {
+            Ok((None, GrammarMode::Downgraded))
+        }
     }
 
     /// The ids of a document's start: the BOS token, else the first EOS id.

@@ -1,29 +1,16 @@
 //! Single-sequence generation: prefill the prompt, then decode token by
-//! token until an EOS id or `max_tokens`, streaming text as it completes.
+//! token until an EOS id, a stop string or `max_tokens`, streaming text as
+//! it completes.
 
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::loading::eos::EosSet;
 use crate::loading::tokenizer::{IncrementalDecoder, TextTokenizer};
 use crate::models::CausalLm;
 use crate::models::KvCache;
 use crate::runtime::events::FinishReason;
-use crate::runtime::sampler::{Sampler, SamplingParams};
-
-/// Limits and sampling of one generation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GenerationParams {
-    pub max_tokens: usize,
-    pub sampling: SamplingParams,
-}
-
-impl Default for GenerationParams {
-    fn default() -> Self {
-        GenerationParams {
-            max_tokens: 256,
-            sampling: SamplingParams::default(),
-        }
-    }
-}
+use crate::runtime::sampler::Sampler;
+use crate::runtime::settings::GenerationSettings;
+use crate::runtime::stop::StopMatcher;
 
 /// The result of one generation.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,24 +22,47 @@ pub struct Generation {
     pub prompt_tokens: usize,
 }
 
-/// Generates a continuation of `prompt`, calling `on_text` with each piece
-/// of completed text as soon as it is known.
+/// Generates a continuation of `prompt` under `settings`, calling
+/// `on_text` with each piece of completed text as soon as it is known (a
+/// piece that may begin a stop string is held until it cannot). Logprobs
+/// and tool-call limits are the engine's ([`crate::Engine`]): asked of
+/// this plain-text loop, they are an error, never silently dropped.
 pub fn generate(
     model: &dyn CausalLm,
     tokenizer: &TextTokenizer,
     eos: &EosSet,
     prompt: &[u32],
-    params: &GenerationParams,
+    settings: &GenerationSettings,
     mut on_text: impl FnMut(&str),
 ) -> Result<Generation> {
-    let mut sampler = Sampler::new(params.sampling.clone()).with_prompt(prompt);
+    if settings.logprobs.is_some() {
+        return Err(EngineError::invalid_param(
+            "logprobs",
+            "generate() reports no logprobs; run the request on the Engine",
+        ));
+    }
+    if settings.max_tool_calls.is_some() {
+        return Err(EngineError::invalid_param(
+            "max_tool_calls",
+            "generate() parses no tool calls; run the request on the Engine",
+        ));
+    }
+    let mut sampler = Sampler::new(settings.sampling.clone()).with_prompt(prompt);
     let mut cache = KvCache::new(model.kv_layout());
     let mut decoder = IncrementalDecoder::new();
+    let mut stops = StopMatcher::new(settings.stop.clone());
     let mut text = String::new();
     let mut tokens = Vec::new();
     let mut finish_reason = FinishReason::Length;
     let mut input: Vec<u32> = prompt.to_vec();
-    while tokens.len() < params.max_tokens {
+    let mut emit = |piece: &str, text: &mut String| {
+        if !piece.is_empty() {
+            on_text(piece);
+            text.push_str(piece);
+        }
+    };
+    let mut stopped = false;
+    while tokens.len() < settings.max_tokens {
         let logits = model.forward(&input, &mut cache)?;
         let logits = logits.as_type::<f32>()?;
         logits.eval()?;
@@ -65,17 +75,22 @@ pub fn generate(
             break;
         }
         tokens.push(next);
-        let piece = decoder.push(tokenizer, next)?;
-        if !piece.is_empty() {
-            on_text(&piece);
-            text.push_str(&piece);
+        let scan = stops.push(&decoder.push(tokenizer, next)?);
+        emit(&scan.emit, &mut text);
+        if scan.stopped_by.is_some() {
+            (finish_reason, stopped) = (FinishReason::Stop, true);
+            break;
         }
         input = vec![next];
     }
-    let rest = decoder.finish(tokenizer)?;
-    if !rest.is_empty() {
-        on_text(&rest);
-        text.push_str(&rest);
+    if !stopped {
+        let scan = stops.push(&decoder.finish(tokenizer)?);
+        emit(&scan.emit, &mut text);
+        if scan.stopped_by.is_some() {
+            finish_reason = FinishReason::Stop;
+        } else {
+            emit(&stops.finish(), &mut text);
+        }
     }
     Ok(Generation {
         text,

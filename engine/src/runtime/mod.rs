@@ -27,6 +27,7 @@ mod request;
 mod sampler;
 mod scheduler;
 mod sequence;
+mod settings;
 mod stats;
 mod stop;
 mod tool_spec;
@@ -37,12 +38,13 @@ pub use engine::{Engine, RequestStream};
 pub use events::{
     Completion, EngineEvent, Failure, FinishReason, TokenLogprob, ToolCallDelta, TopLogprob, Usage,
 };
-pub use generate::{generate, Generation, GenerationParams};
+pub use generate::{generate, Generation};
 pub use grammar::{GrammarCompiler, GrammarMode, GrammarState, ReasoningPrefix};
 pub use model_text::ModelText;
 pub use prefix_cache::{PrefixCache, PrefixMatch};
 pub use request::{GenerationRequest, Prompt, RequestLimits, ToolChoice};
 pub use sampler::{argmax, logprobs, Sampler, SamplingParams};
+pub use settings::GenerationSettings;
 pub use stats::{EngineStats, BATCH_SIZE_BUCKETS};
 pub use stop::{StopMatcher, StopScan};
 pub use tool_spec::ToolSpec;

@@ -18,7 +18,7 @@ use crate::runtime::events::{
 };
 use crate::runtime::grammar::GrammarState;
 use crate::runtime::model_text::ModelText;
-use crate::runtime::sampler::{logprobs, Sampler, SamplingParams};
+use crate::runtime::sampler::{logprobs, Sampler};
 
 /// The most positions a request of `prompt` tokens and `max_tokens` new
 /// ones can fill in a model of `context` positions: its worst case, which
@@ -27,24 +27,11 @@ use crate::runtime::sampler::{logprobs, Sampler, SamplingParams};
 pub fn worst_case_positions(prompt: usize, max_tokens: usize, context: usize) -> usize {
     (prompt + max_tokens).min(context)
 }
+use crate::runtime::settings::GenerationSettings;
 use crate::runtime::stats::EngineStats;
 use crate::runtime::stop::{StopMatcher, StopScan};
 
 /// A request handed to the engine thread.
-/// A checked request's generation settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GenerationSettings {
-    pub sampling: SamplingParams,
-    pub max_tokens: usize,
-    pub stop: Vec<String>,
-    /// `Some(k)`: report the chosen token's logprob and the k best.
-    pub logprobs: Option<usize>,
-    /// Tool calls a turn may make (`Some(1)` for `parallel_tool_calls:
-    /// false`): the turn ends when the parser starts one more, which is
-    /// never sent.
-    pub max_tool_calls: Option<usize>,
-}
-
 pub struct NewSequence {
     pub prompt: Vec<u32>,
     pub settings: GenerationSettings,

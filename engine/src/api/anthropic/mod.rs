@@ -9,12 +9,11 @@
 
 mod request;
 
-use std::collections::VecDeque;
-
 use serde_json::{json, Value};
 
 use crate::api::context::{event_stream, ApiContext, ApiResponse, EventSource, SseEvent};
 use crate::api::error::{ApiError, Protocol};
+use crate::api::event_queue::{next_piece, Queue, Translate};
 use crate::api::ids::new_id;
 use crate::parsers::ParsedToolCall;
 use crate::runtime::{EngineEvent, FinishReason, RequestStream, Usage};
@@ -44,9 +43,8 @@ impl ApiContext {
                 stream,
                 open: None,
                 blocks: 0,
-                started: false,
-                done: false,
-                queued: VecDeque::new(),
+                announced: false,
+                queue: Queue::new(),
             };
             return Ok(ApiResponse::Stream {
                 events: event_stream(events),
@@ -180,97 +178,105 @@ struct MessageEvents {
     open: Option<Block>,
     /// Blocks opened so far (the next block's index).
     blocks: usize,
-    started: bool,
-    done: bool,
-    queued: VecDeque<SseEvent>,
+    /// `message_start` was sent.
+    announced: bool,
+    queue: Queue<SseEvent>,
 }
 
 impl EventSource for MessageEvents {
     async fn next(&mut self) -> Option<SseEvent> {
-        loop {
-            if let Some(e) = self.queued.pop_front() {
-                return Some(e);
-            }
-            if self.done {
-                return None;
-            }
-            match self.stream.next().await {
-                Some(EngineEvent::Started {
+        next_piece(self).await
+    }
+}
+
+impl Translate for MessageEvents {
+    type Piece = SseEvent;
+
+    fn queue(&mut self) -> &mut Queue<SseEvent> {
+        &mut self.queue
+    }
+
+    fn stream(&mut self) -> &mut RequestStream {
+        &mut self.stream
+    }
+
+    fn translate(&mut self, event: Option<EngineEvent>) {
+        match event {
+            Some(EngineEvent::Started {
+                prompt_tokens,
+                cached_tokens,
+            }) => {
+                let usage = Usage {
                     prompt_tokens,
                     cached_tokens,
-                }) => {
-                    let usage = Usage {
-                        prompt_tokens,
-                        cached_tokens,
-                        ..Default::default()
-                    };
-                    self.start(&usage);
-                }
-                Some(EngineEvent::Delta {
-                    text,
-                    reasoning,
-                    tool_calls,
-                    ..
-                }) => {
-                    if !reasoning.is_empty() {
-                        self.ensure_open(Block::Thinking);
-                        self.delta(json!({"type": "thinking_delta", "thinking": reasoning}));
-                    }
-                    if !text.is_empty() {
-                        self.ensure_open(Block::Text);
-                        self.delta(json!({"type": "text_delta", "text": text}));
-                    }
-                    for piece in tool_calls {
-                        if let Some(name) = &piece.name {
-                            self.close();
-                            let block = json!({
-                                "type": "tool_use",
-                                "id": format!("{}_{}", self.reply.tool_ids, piece.index),
-                                "name": name,
-                                "input": {},
-                                "caller": {"type": "direct"},
-                            });
-                            self.open_block(Block::ToolUse, block);
-                        }
-                        if !piece.arguments.is_empty() {
-                            self.delta(json!({
-                                "type": "input_json_delta",
-                                "partial_json": piece.arguments,
-                            }));
-                        }
-                    }
-                }
-                Some(EngineEvent::Finished {
-                    finish_reason,
-                    usage,
-                }) => {
-                    self.start(&usage);
-                    if self.blocks == 0 {
-                        self.ensure_open(Block::Text);
-                    }
-                    self.close();
-                    self.push(
-                        "message_delta",
-                        json!({
-                            "type": "message_delta",
-                            "delta": {
-                                "stop_reason": stop_reason(finish_reason),
-                                "stop_sequence": self.reply.stop_sequence(finish_reason),
-                                "stop_details": null,
-                                "container": null,
-                            },
-                            "usage": usage_json(&usage, usage.completion_tokens),
-                        }),
-                    );
-                    self.push("message_stop", json!({"type": "message_stop"}));
-                    self.done = true;
-                }
-                Some(EngineEvent::Failed {
-                    message,
-                    client_error,
-                }) => self.fail(ApiError::failure(message, client_error)),
-                None => self.fail(ApiError::new(500, "server_error", "the engine stopped")),
+                    ..Default::default()
+                };
+                self.start(&usage);
             }
+            Some(EngineEvent::Delta {
+                text,
+                reasoning,
+                tool_calls,
+                ..
+            }) => {
+                if !reasoning.is_empty() {
+                    self.ensure_open(Block::Thinking);
+                    self.delta(json!({"type": "thinking_delta", "thinking": reasoning}));
+                }
+                if !text.is_empty() {
+                    self.ensure_open(Block::Text);
+                    self.delta(json!({"type": "text_delta", "text": text}));
+                }
+                for piece in tool_calls {
+                    if let Some(name) = &piece.name {
+                        self.close();
+                        let block = json!({
+                            "type": "tool_use",
+                            "id": format!("{}_{}", self.reply.tool_ids, piece.index),
+                            "name": name,
+                            "input": {},
+                            "caller": {"type": "direct"},
+                        });
+                        self.open_block(Block::ToolUse, block);
+                    }
+                    if !piece.arguments.is_empty() {
+                        self.delta(json!({
+                            "type": "input_json_delta",
+                            "partial_json": piece.arguments,
+                        }));
+                    }
+                }
+            }
+            Some(EngineEvent::Finished {
+                finish_reason,
+                usage,
+            }) => {
+                self.start(&usage);
+                if self.blocks == 0 {
+                    self.ensure_open(Block::Text);
+                }
+                self.close();
+                self.push(
+                    "message_delta",
+                    json!({
+                        "type": "message_delta",
+                        "delta": {
+                            "stop_reason": stop_reason(finish_reason),
+                            "stop_sequence": self.reply.stop_sequence(finish_reason),
+                            "stop_details": null,
+                            "container": null,
+                        },
+                        "usage": usage_json(&usage, usage.completion_tokens),
+                    }),
+                );
+                self.push("message_stop", json!({"type": "message_stop"}));
+                self.queue.end();
+            }
+            Some(EngineEvent::Failed {
+                message,
+                client_error,
+            }) => self.fail(ApiError::failure(message, client_error)),
+            None => self.fail(ApiError::new(500, "server_error", "the engine stopped")),
         }
     }
 }
@@ -278,10 +284,10 @@ impl EventSource for MessageEvents {
 impl MessageEvents {
     /// `message_start` and a `ping`, once.
     fn start(&mut self, usage: &Usage) {
-        if self.started {
+        if self.announced {
             return;
         }
-        self.started = true;
+        self.announced = true;
         let message = self.reply.message(Vec::new(), usage);
         self.push(
             "message_start",
@@ -328,12 +334,12 @@ impl MessageEvents {
     }
 
     fn fail(&mut self, e: ApiError) {
-        self.done = true;
-        self.queued
-            .push_back(SseEvent::named("error", &e.body(Protocol::Anthropic)));
+        self.queue
+            .push(SseEvent::named("error", &e.body(Protocol::Anthropic)));
+        self.queue.end();
     }
 
     fn push(&mut self, name: &str, data: Value) {
-        self.queued.push_back(SseEvent::named(name, &data));
+        self.queue.push(SseEvent::named(name, &data));
     }
 }

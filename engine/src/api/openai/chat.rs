@@ -5,13 +5,12 @@
 //! prefix through the prefix cache, and their chunks interleave in one
 //! stream, each with its choice's `index`.
 
-use std::collections::VecDeque;
-
 use futures_util::{future::join_all, stream::select_all, Stream, StreamExt};
 use serde_json::{json, Value};
 
 use crate::api::context::{ApiContext, ApiResponse, SseEvent};
 use crate::api::error::{ApiError, Protocol};
+use crate::api::event_queue::{next_piece, Queue, Translate};
 use crate::api::ids::{new_id, unix_now};
 use crate::api::openai::request::{ChatRequest, CompletionRequest, LogprobsField, MAX_CHOICES};
 use crate::parsers::ParsedToolCall;
@@ -320,11 +319,7 @@ struct ChunkStream {
     logprobs: Option<LogprobsShape>,
     /// Characters written so far (legacy `text_offset`).
     offset: usize,
-    started: bool,
-    done: bool,
-    /// Pieces built but not yet handed out (one engine event can make
-    /// several: text, then each tool-call piece; the usage).
-    queued: VecDeque<Piece>,
+    queue: Queue<Piece>,
 }
 
 impl ChunkStream {
@@ -335,106 +330,14 @@ impl ChunkStream {
             call_ids: new_id("call_"),
             logprobs,
             offset: 0,
-            started: false,
-            done: false,
-            queued: VecDeque::new(),
+            queue: Queue::new(),
         }
     }
 
     /// The next piece; `None` after the last one. An engine failure
     /// becomes an `{"error": ...}` chunk.
     async fn next(&mut self) -> Option<Piece> {
-        if let Some(piece) = self.queued.pop_front() {
-            return Some(piece);
-        }
-        if self.done {
-            return None;
-        }
-        if !self.started {
-            self.started = true;
-            match (self.envelope.kind, self.choice.echo.take()) {
-                (Kind::Chat, _) => {
-                    let delta = json!({"role": "assistant", "content": ""});
-                    return Some(Piece::Chunk(self.choice_chunk(delta, None, None)));
-                }
-                (Kind::Text, Some(echo)) => {
-                    self.offset = echo.chars().count();
-                    return Some(Piece::Chunk(self.text_chunk(echo, None, None)));
-                }
-                (Kind::Text, None) => {}
-            }
-        }
-        loop {
-            match self.choice.stream.next().await {
-                Some(EngineEvent::Started { .. }) => continue,
-                Some(EngineEvent::Delta {
-                    text,
-                    reasoning,
-                    tool_calls,
-                    logprobs,
-                }) => {
-                    let has_logprobs = !logprobs.is_empty();
-                    let lp = logprobs_json(self.logprobs, &logprobs, &mut self.offset);
-                    if self.envelope.kind == Kind::Text {
-                        if text.is_empty() && !has_logprobs {
-                            continue;
-                        }
-                        return Some(Piece::Chunk(self.text_chunk(text, lp, None)));
-                    }
-                    let mut delta = serde_json::Map::new();
-                    if !text.is_empty() || (reasoning.is_empty() && has_logprobs) {
-                        delta.insert("content".into(), text.into());
-                    }
-                    if !reasoning.is_empty() {
-                        delta.insert("reasoning_content".into(), reasoning.into());
-                    }
-                    if !delta.is_empty() {
-                        let chunk = self.choice_chunk(Value::Object(delta), lp, None);
-                        self.queued.push_back(Piece::Chunk(chunk));
-                    }
-                    // One chunk per call piece: a call's first delta (id,
-                    // name, empty arguments) stays apart from its fragments.
-                    for d in &tool_calls {
-                        let chunk = self.choice_chunk(
-                            json!({"tool_calls": [tool_call_delta_json(d, &self.call_ids)]}),
-                            None,
-                            None,
-                        );
-                        self.queued.push_back(Piece::Chunk(chunk));
-                    }
-                    match self.queued.pop_front() {
-                        Some(piece) => return Some(piece),
-                        None => continue,
-                    }
-                }
-                Some(EngineEvent::Finished {
-                    finish_reason,
-                    usage,
-                }) => {
-                    self.done = true;
-                    self.queued
-                        .push_back(Piece::Usage(usage, self.choice.counts_prompt));
-                    return Some(Piece::Chunk(self.text_chunk(
-                        String::new(),
-                        None,
-                        Some(finish_reason.as_str()),
-                    )));
-                }
-                Some(EngineEvent::Failed {
-                    message,
-                    client_error,
-                }) => {
-                    self.done = true;
-                    let error = ApiError::failure(message, client_error);
-                    return Some(Piece::Chunk(error.body(Protocol::OpenAi)));
-                }
-                None => {
-                    self.done = true;
-                    let error = ApiError::new(500, "server_error", "the engine stopped");
-                    return Some(Piece::Chunk(error.body(Protocol::OpenAi)));
-                }
-            }
-        }
+        next_piece(self).await
     }
 
     fn text_chunk(&self, text: String, logprobs: Option<Value>, finish: Option<&str>) -> Value {
@@ -491,6 +394,101 @@ impl ChunkStream {
             }),
         };
         Ok((out, c.usage, choice.counts_prompt))
+    }
+}
+
+impl Translate for ChunkStream {
+    type Piece = Piece;
+
+    fn queue(&mut self) -> &mut Queue<Piece> {
+        &mut self.queue
+    }
+
+    fn stream(&mut self) -> &mut RequestStream {
+        &mut self.choice.stream
+    }
+
+    /// Chat opens with the assistant's role; a completion with its echo.
+    fn open(&mut self) {
+        match (self.envelope.kind, self.choice.echo.take()) {
+            (Kind::Chat, _) => {
+                let delta = json!({"role": "assistant", "content": ""});
+                let chunk = self.choice_chunk(delta, None, None);
+                self.queue.push(Piece::Chunk(chunk));
+            }
+            (Kind::Text, Some(echo)) => {
+                self.offset = echo.chars().count();
+                let chunk = self.text_chunk(echo, None, None);
+                self.queue.push(Piece::Chunk(chunk));
+            }
+            (Kind::Text, None) => {}
+        }
+    }
+
+    fn translate(&mut self, event: Option<EngineEvent>) {
+        match event {
+            Some(EngineEvent::Started { .. }) => {}
+            Some(EngineEvent::Delta {
+                text,
+                reasoning,
+                tool_calls,
+                logprobs,
+            }) => {
+                let has_logprobs = !logprobs.is_empty();
+                let lp = logprobs_json(self.logprobs, &logprobs, &mut self.offset);
+                if self.envelope.kind == Kind::Text {
+                    if !text.is_empty() || has_logprobs {
+                        let chunk = self.text_chunk(text, lp, None);
+                        self.queue.push(Piece::Chunk(chunk));
+                    }
+                    return;
+                }
+                let mut delta = serde_json::Map::new();
+                if !text.is_empty() || (reasoning.is_empty() && has_logprobs) {
+                    delta.insert("content".into(), text.into());
+                }
+                if !reasoning.is_empty() {
+                    delta.insert("reasoning_content".into(), reasoning.into());
+                }
+                if !delta.is_empty() {
+                    let chunk = self.choice_chunk(Value::Object(delta), lp, None);
+                    self.queue.push(Piece::Chunk(chunk));
+                }
+                // One chunk per call piece: a call's first delta (id,
+                // name, empty arguments) stays apart from its fragments.
+                for d in &tool_calls {
+                    let chunk = self.choice_chunk(
+                        json!({"tool_calls": [tool_call_delta_json(d, &self.call_ids)]}),
+                        None,
+                        None,
+                    );
+                    self.queue.push(Piece::Chunk(chunk));
+                }
+            }
+            Some(EngineEvent::Finished {
+                finish_reason,
+                usage,
+            }) => {
+                let last = self.text_chunk(String::new(), None, Some(finish_reason.as_str()));
+                self.queue.push(Piece::Chunk(last));
+                self.queue
+                    .push(Piece::Usage(usage, self.choice.counts_prompt));
+                self.queue.end();
+            }
+            Some(EngineEvent::Failed {
+                message,
+                client_error,
+            }) => {
+                let error = ApiError::failure(message, client_error);
+                self.queue.push(Piece::Chunk(error.body(Protocol::OpenAi)));
+                self.queue.end();
+            }
+            None => {
+                let error = ApiError::new(500, "server_error", "the engine stopped");
+                self.queue.push(Piece::Chunk(error.body(Protocol::OpenAi)));
+                self.queue.end();
+            }
+        }
     }
 }
 

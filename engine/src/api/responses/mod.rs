@@ -12,12 +12,11 @@
 
 mod request;
 
-use std::collections::VecDeque;
-
 use serde_json::{json, Value};
 
 use crate::api::context::{event_stream, ApiContext, ApiResponse, EventSource, SseEvent};
 use crate::api::error::ApiError;
+use crate::api::event_queue::{next_piece, Queue, Translate};
 use crate::api::ids::{new_id, unix_now};
 use crate::runtime::{EngineEvent, FinishReason, RequestStream, TokenLogprob, Usage};
 
@@ -74,9 +73,7 @@ impl ApiContext {
                 stream,
                 open: None,
                 sequence: 0,
-                started: false,
-                done: false,
-                queued: VecDeque::new(),
+                queue: Queue::new(),
             };
             return Ok(ApiResponse::Stream {
                 events: event_stream(events),
@@ -272,98 +269,103 @@ struct ResponseEvents {
     /// The item receiving deltas.
     open: Option<usize>,
     sequence: u64,
-    started: bool,
-    done: bool,
-    queued: VecDeque<SseEvent>,
+    queue: Queue<SseEvent>,
 }
 
 impl EventSource for ResponseEvents {
     async fn next(&mut self) -> Option<SseEvent> {
-        loop {
-            if let Some(e) = self.queued.pop_front() {
-                return Some(e);
-            }
-            if self.done {
-                return None;
-            }
-            if !self.started {
-                self.started = true;
-                let r = self.out.response.clone();
-                self.push(json!({"type": "response.created", "response": r}));
-                self.push(json!({"type": "response.in_progress", "response": r}));
-                continue;
-            }
-            match self.stream.next().await {
-                Some(EngineEvent::Started { .. }) => {}
-                Some(EngineEvent::Delta {
-                    text,
-                    reasoning,
-                    tool_calls,
-                    logprobs,
-                }) => {
-                    if !reasoning.is_empty() {
-                        let k = self.ensure_open(Kind::Reasoning);
-                        self.out.items[k].text.push_str(&reasoning);
+        next_piece(self).await
+    }
+}
+
+impl Translate for ResponseEvents {
+    type Piece = SseEvent;
+
+    fn queue(&mut self) -> &mut Queue<SseEvent> {
+        &mut self.queue
+    }
+
+    fn stream(&mut self) -> &mut RequestStream {
+        &mut self.stream
+    }
+
+    fn open(&mut self) {
+        let r = self.out.response.clone();
+        self.push(json!({"type": "response.created", "response": r}));
+        self.push(json!({"type": "response.in_progress", "response": r}));
+    }
+
+    fn translate(&mut self, event: Option<EngineEvent>) {
+        match event {
+            Some(EngineEvent::Started { .. }) => {}
+            Some(EngineEvent::Delta {
+                text,
+                reasoning,
+                tool_calls,
+                logprobs,
+            }) => {
+                if !reasoning.is_empty() {
+                    let k = self.ensure_open(Kind::Reasoning);
+                    self.out.items[k].text.push_str(&reasoning);
+                    let id = self.out.items[k].id.clone();
+                    self.push(json!({
+                        "type": "response.reasoning_text.delta",
+                        "item_id": id, "output_index": k, "content_index": 0,
+                        "delta": reasoning,
+                    }));
+                }
+                if !text.is_empty() {
+                    let k = self.ensure_open(Kind::Message);
+                    self.out.items[k].text.push_str(&text);
+                    // Empty unless asked for: the engine sends none.
+                    let lp = logprobs_json(&logprobs);
+                    self.out.items[k].logprobs.extend(logprobs);
+                    let id = self.out.items[k].id.clone();
+                    self.push(json!({
+                        "type": "response.output_text.delta",
+                        "item_id": id, "output_index": k, "content_index": 0,
+                        "delta": text, "logprobs": lp,
+                    }));
+                }
+                for piece in tool_calls {
+                    if let Some(name) = piece.name {
+                        self.close();
+                        let k = self.out.push(Kind::FunctionCall, Some(name));
+                        self.open_item(k);
+                    }
+                    if let (Some(k), false) = (self.open, piece.arguments.is_empty()) {
+                        self.out.items[k].text.push_str(&piece.arguments);
                         let id = self.out.items[k].id.clone();
                         self.push(json!({
-                            "type": "response.reasoning_text.delta",
-                            "item_id": id, "output_index": k, "content_index": 0,
-                            "delta": reasoning,
+                            "type": "response.function_call_arguments.delta",
+                            "item_id": id, "output_index": k, "delta": piece.arguments,
                         }));
                     }
-                    if !text.is_empty() {
-                        let k = self.ensure_open(Kind::Message);
-                        self.out.items[k].text.push_str(&text);
-                        // Empty unless asked for: the engine sends none.
-                        let lp = logprobs_json(&logprobs);
-                        self.out.items[k].logprobs.extend(logprobs);
-                        let id = self.out.items[k].id.clone();
-                        self.push(json!({
-                            "type": "response.output_text.delta",
-                            "item_id": id, "output_index": k, "content_index": 0,
-                            "delta": text, "logprobs": lp,
-                        }));
-                    }
-                    for piece in tool_calls {
-                        if let Some(name) = piece.name {
-                            self.close();
-                            let k = self.out.push(Kind::FunctionCall, Some(name));
-                            self.open_item(k);
-                        }
-                        if let (Some(k), false) = (self.open, piece.arguments.is_empty()) {
-                            self.out.items[k].text.push_str(&piece.arguments);
-                            let id = self.out.items[k].id.clone();
-                            self.push(json!({
-                                "type": "response.function_call_arguments.delta",
-                                "item_id": id, "output_index": k, "delta": piece.arguments,
-                            }));
-                        }
-                    }
                 }
-                Some(EngineEvent::Finished {
-                    finish_reason,
-                    usage,
-                }) => {
-                    if self.out.items.is_empty() {
-                        self.ensure_open(Kind::Message);
-                    }
-                    self.out.cut = finish_reason == FinishReason::Length;
-                    self.close();
-                    let response = self.out.finished(finish_reason, &usage);
-                    let kind = if finish_reason == FinishReason::Length {
-                        "response.incomplete"
-                    } else {
-                        "response.completed"
-                    };
-                    self.push(json!({"type": kind, "response": response}));
-                    self.done = true;
-                }
-                Some(EngineEvent::Failed {
-                    message,
-                    client_error,
-                }) => self.fail(ApiError::failure(message, client_error)),
-                None => self.fail(ApiError::new(500, "server_error", "the engine stopped")),
             }
+            Some(EngineEvent::Finished {
+                finish_reason,
+                usage,
+            }) => {
+                if self.out.items.is_empty() {
+                    self.ensure_open(Kind::Message);
+                }
+                self.out.cut = finish_reason == FinishReason::Length;
+                self.close();
+                let response = self.out.finished(finish_reason, &usage);
+                let kind = if finish_reason == FinishReason::Length {
+                    "response.incomplete"
+                } else {
+                    "response.completed"
+                };
+                self.push(json!({"type": kind, "response": response}));
+                self.queue.end();
+            }
+            Some(EngineEvent::Failed {
+                message,
+                client_error,
+            }) => self.fail(ApiError::failure(message, client_error)),
+            None => self.fail(ApiError::new(500, "server_error", "the engine stopped")),
         }
     }
 }
@@ -433,7 +435,7 @@ impl ResponseEvents {
     }
 
     fn fail(&mut self, e: ApiError) {
-        self.done = true;
+        self.queue.end();
         self.push(json!({
             "type": "error",
             "code": e.code,
@@ -447,6 +449,6 @@ impl ResponseEvents {
         data["sequence_number"] = self.sequence.into();
         self.sequence += 1;
         let name = data["type"].as_str().unwrap_or("message").to_string();
-        self.queued.push_back(SseEvent::named(&name, &data));
+        self.queue.push(SseEvent::named(&name, &data));
     }
 }
