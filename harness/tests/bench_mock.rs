@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::support::mock::{self, bench_args};
-use afm_harness::bench::merge;
+use afm_harness::bench::results::merge;
 use afm_harness::bench::results::BenchReport;
 use afm_harness::mock::record::MockTiming;
 use afm_harness::run::{bench, Quiet};

@@ -2,41 +2,34 @@
 //! (vLLM's `bench serve`, GuideLLM, AIPerf) and every reply checked with
 //! afm-test's own checks, so a wrong reply is never a fast success.
 //!
-//! Data flow: a [`dataset`] gives conversations (built-in sets, files,
-//! [`dataset::synthetic`] token-sized prompts counted with the served
-//! model's [`tokens`], [`dataset::trace`] replay); [`load`] plays them at a
-//! level's [`arrivals`] shape, each turn sent in its endpoint's
-//! [`request`] shape; each exchange becomes a [`sample`] and is checked by
-//! [`verify`] (after a level, [`replay`] compares replies with their
-//! replays alone; [`schema_probe`] decides before a run whether nonce
-//! schemas can check isolation; [`coverage`] says which checks covered
-//! how many replies); [`results`] turns a level's samples into distributions
-//! ([`stats`]), [`goodput`] and cache figures, shown as a table, JSON and
-//! an HTML [`page`] with [`charts`]; [`search`] finds the highest load
-//! meeting an SLO; [`records`] keeps every request; [`compare`] sets two
-//! runs side by side; [`server_metrics`] reads the server's own counters;
-//! [`merge`] joins several clients' records into one report.
+//! Four rooms, each using only those before it, and three shared leaves:
+//! - [`dataset`]: the conversations (built-in sets, files,
+//!   [`dataset::synthetic`] token-sized prompts counted with the served
+//!   model's [`dataset::tokens`], [`dataset::trace`] replay);
+//! - [`verify`]: each reply checked with afm-test's checks;
+//!   [`verify::schema_probe`] decides before a run whether nonce schemas
+//!   can check isolation, [`verify::coverage`] says which checks covered
+//!   how many replies, [`verify::recount`] counts output tokens with the
+//!   served tokenizer;
+//! - [`load`]: a level played at its [`load::arrivals`] shape (requests
+//!   dropped on purpose: [`load::cancel`]), the server's own counters
+//!   ([`load::server_metrics`]) and the client's CPU
+//!   ([`load::client_cpu`]) watched, then [`load::replay`] compares
+//!   replies with their replays alone;
+//! - [`results`]: a level's samples as distributions, [`results::goodput`]
+//!   and cache figures, shown as a table, JSON and an HTML
+//!   [`results::page`] with [`results::charts`]; [`results::search`] finds
+//!   the highest load meeting an SLO, [`results::records`] keeps every
+//!   request, [`results::merge`] joins several clients' records,
+//!   [`results::compare`] sets two runs side by side.
+//!
+//! The leaves: [`request`] (each endpoint's request shape), [`sample`]
+//! (what one exchange became) and [`stats`] (distributions).
 
-pub mod arrivals;
-pub mod cancel;
-pub mod charts;
-pub mod client_cpu;
-pub mod compare;
-pub mod coverage;
 pub mod dataset;
-pub mod goodput;
 pub mod load;
-pub mod merge;
-pub mod page;
-pub mod records;
-pub mod recount;
-pub mod replay;
 pub mod request;
 pub mod results;
 pub mod sample;
-pub mod schema_probe;
-pub mod search;
-pub mod server_metrics;
 pub mod stats;
-pub mod tokens;
 pub mod verify;

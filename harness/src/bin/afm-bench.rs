@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use afm_harness::bench::compare;
+use afm_harness::bench::results::compare;
 use afm_harness::bench::results::BenchReport;
 use afm_harness::run::bench::{self, args::BenchArgs};
 use afm_harness::run::Observer;
@@ -101,12 +101,12 @@ fn compare_runs(a: &Path, b: &Path) -> Result<()> {
 }
 
 fn merge_runs(runs: &[PathBuf], out: &Path) -> Result<()> {
-    let report = afm_harness::bench::merge::merge(runs)?;
+    let report = afm_harness::bench::results::merge::merge(runs)?;
     std::fs::create_dir_all(out)?;
     report.write(&out.join("bench.json"))?;
     afm_harness::report::write_text(
         &out.join("bench.html"),
-        &afm_harness::bench::page::render(&report)?,
+        &afm_harness::bench::results::page::render(&report)?,
     )?;
     print!("{}", report.table());
     println!(

@@ -1,6 +1,6 @@
 //! Self-contained HTML pages (tera templates under `harness/templates/`, compiled
 //! into the binary): the run report, the diff of two reports, the matrix
-//! and (for [`crate::bench::page`]) the benchmark page.
+//! and (for [`crate::bench::results::page`]) the benchmark page.
 
 use anyhow::{Context as _, Result};
 use serde::Serialize;

@@ -1,7 +1,7 @@
 //! The two runs the binaries start, as library functions that return
 //! their reports: a conformance run (suites against one target, or a
 //! matrix of targets) and a bench run (load levels, every reply checked).
-//! Each chooses its target through [`target`], the one place that knows
+//! Each chooses its target through [`crate::server::flags`], the one place that knows
 //! url / server command / in-process; the binaries parse flags, print
 //! and pick exit codes.
 

@@ -12,6 +12,7 @@
 
 pub mod builtin;
 pub mod synthetic;
+pub mod tokens;
 pub mod trace;
 
 use rand::rngs::StdRng;

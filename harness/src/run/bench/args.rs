@@ -8,8 +8,8 @@ use anyhow::{bail, Result};
 use clap::Args;
 
 use super::scenario::BenchScenario;
-use crate::bench::arrivals::{Bound, Ramp, RampStrategy, Shape};
 use crate::bench::dataset::builtin::Prompts;
+use crate::bench::load::arrivals::{Bound, Ramp, RampStrategy, Shape};
 use crate::protocol::endpoint::Endpoint;
 use crate::server::flags::TargetArgs;
 

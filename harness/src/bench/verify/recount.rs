@@ -8,8 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::sample::Sample;
-use super::tokens::TokenCounter;
+use crate::bench::dataset::tokens::TokenCounter;
+use crate::bench::sample::Sample;
 
 /// Replies re-counted per level, at most (one tokenizer call each).
 pub const MAX_PER_LEVEL: usize = 64;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::results::{BenchReport, LevelResult, Variant};
+use crate::bench::results::{BenchReport, LevelResult, Variant};
 
 type Getter = fn(&LevelResult) -> Option<f64>;
 
@@ -123,10 +123,10 @@ pub fn text(a: &BenchReport, b: &BenchReport) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::arrivals::Shape;
-    use super::super::results::{BenchRun, LevelResult, Variant};
-    use super::super::stats::Dist;
     use super::*;
+    use crate::bench::load::arrivals::Shape;
+    use crate::bench::results::{BenchRun, LevelResult, Variant};
+    use crate::bench::stats::Dist;
 
     fn level(c: usize, tok_s: f64, ttft: f64) -> LevelResult {
         let d = Dist {

@@ -4,6 +4,12 @@
 //! checked. A conversation's turns go one after another, each reply
 //! appended to the history (after an optional think time).
 
+pub mod arrivals;
+pub mod cancel;
+pub mod client_cpu;
+pub mod replay;
+pub mod server_metrics;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,12 +18,11 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
-use super::arrivals::{self, Bound, Shape};
-use super::cancel;
-use super::dataset::{Conversation, Dataset};
-use super::request::{self, RequestSettings};
-use super::sample::Sample;
-use super::verify::{self, Markers};
+use self::arrivals::{Bound, Shape};
+use crate::bench::dataset::{Conversation, Dataset};
+use crate::bench::request::{self, RequestSettings};
+use crate::bench::sample::Sample;
+use crate::bench::verify::{self, Markers};
 use crate::protocol::reply::Reply;
 use crate::server::Target;
 

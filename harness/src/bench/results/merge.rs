@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use super::arrivals::Shape;
-use super::goodput::Slo;
-use super::load::LevelRun;
-use super::results::{BenchReport, LevelResult, Variant};
-use super::sample::Sample;
+use crate::bench::load::arrivals::Shape;
+use crate::bench::load::LevelRun;
+use crate::bench::results::goodput::Slo;
+use crate::bench::results::{BenchReport, LevelResult, Variant};
+use crate::bench::sample::Sample;
 
 /// A record line's place in the run (its sample is the rest of the line).
 #[derive(Deserialize)]

@@ -10,10 +10,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::dataset::hash;
-use super::request::{self, RequestSettings};
-use super::sample::Sample;
-use super::server_metrics::GaugePoint;
+use crate::bench::dataset::hash;
+use crate::bench::load::server_metrics::GaugePoint;
+use crate::bench::request::{self, RequestSettings};
+use crate::bench::sample::Sample;
 use crate::server::Target;
 
 /// Whether request `k` of a run is dropped: a draw per request, apart

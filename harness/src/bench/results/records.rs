@@ -9,8 +9,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::arrivals::Shape;
-use super::sample::Sample;
+use crate::bench::load::arrivals::Shape;
+use crate::bench::sample::Sample;
 
 /// Appends `samples` of one level (and repetition) to `out`.
 pub fn write(

@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::sample::Sample;
-use super::verify::own_marker_seen;
+use crate::bench::sample::Sample;
+use crate::bench::verify::own_marker_seen;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Coverage {

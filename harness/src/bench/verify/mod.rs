@@ -6,13 +6,17 @@
 //! their tools. A failed check makes the request a corrupted one, never a
 //! success.
 
+pub mod coverage;
+pub mod recount;
+pub mod schema_probe;
+
 use std::collections::HashSet;
 
 use regex::Regex;
 use serde_json::{json, Value};
 
-use super::dataset::hash;
-use super::sample::{FailedCheck, Sample};
+use crate::bench::dataset::hash;
+use crate::bench::sample::{FailedCheck, Sample};
 use crate::protocol::dialect::Dialect;
 use crate::protocol::exchange::Exchange;
 use crate::suite::checks::{check_one, Check};

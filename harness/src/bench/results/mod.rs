@@ -2,6 +2,14 @@
 //! request configuration) and concurrency level, the measured figures.
 //! Written as `bench.json`, printed as a table, rendered as HTML.
 
+pub mod charts;
+pub mod compare;
+pub mod goodput;
+pub mod merge;
+pub mod page;
+pub mod records;
+pub mod search;
+
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -10,20 +18,20 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use super::arrivals::Shape;
-use super::cancel::CancelFigures;
-use super::client_cpu::Spent;
-use super::coverage::Coverage;
-use super::goodput::{Goodput, Slo};
-use super::load::LevelRun;
-use super::recount::TokenFigures;
-use super::replay::ReplayFigures;
-use super::sample::Sample;
-use super::schema_probe::SchemaProbe;
-use super::server_metrics::GaugePoint;
-use super::server_metrics::ServerCounters;
-use super::stats::{median, Dist};
-use super::verify::own_marker_seen;
+use crate::bench::load::arrivals::Shape;
+use crate::bench::load::cancel::CancelFigures;
+use crate::bench::load::client_cpu::Spent;
+use crate::bench::load::replay::ReplayFigures;
+use crate::bench::load::server_metrics::GaugePoint;
+use crate::bench::load::server_metrics::ServerCounters;
+use crate::bench::load::LevelRun;
+use crate::bench::results::goodput::{Goodput, Slo};
+use crate::bench::sample::Sample;
+use crate::bench::stats::{median, Dist};
+use crate::bench::verify::coverage::Coverage;
+use crate::bench::verify::own_marker_seen;
+use crate::bench::verify::recount::TokenFigures;
+use crate::bench::verify::schema_probe::SchemaProbe;
 use crate::protocol::reply::is_token_limit;
 use crate::report::{read_versioned, write_json};
 
@@ -113,7 +121,7 @@ pub struct CacheFigures {
 }
 
 /// afm-bench's own CPU time over a level's repetitions
-/// (`bench::client_cpu` says what each clock counts).
+/// (`bench::load::client_cpu` says what each clock counts).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClientCpu {
     /// The event path's: the reading thread's clock against a server over
@@ -643,8 +651,8 @@ pub fn ms(v: Option<f64>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sample::FailedCheck;
     use super::*;
+    use crate::bench::sample::FailedCheck;
 
     fn ok(ttft: f64, e2e: f64, out: u64) -> Sample {
         Sample {

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::sample::Sample;
+use crate::bench::sample::Sample;
 
 /// Targets in milliseconds; a missing one is not constrained.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

@@ -5,7 +5,7 @@
 
 use anyhow::Result;
 
-use super::results::Search;
+use crate::bench::results::Search;
 
 /// Probes `probe(x) -> share` from `start`; `integer` loads are users.
 pub fn search(

@@ -8,9 +8,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::request::{self, RequestSettings};
-use super::sample::Sample;
-use super::verify;
+use crate::bench::request::{self, RequestSettings};
+use crate::bench::sample::Sample;
+use crate::bench::verify;
 use crate::server::Target;
 
 /// The share of requests that carry a nonce schema when the server

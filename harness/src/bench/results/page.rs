@@ -3,8 +3,8 @@
 use anyhow::{Context as _, Result};
 use tera::Context;
 
-use super::charts::{self, Series};
-use super::results::{BenchReport, LevelResult};
+use crate::bench::results::charts::{self, Series};
+use crate::bench::results::{BenchReport, LevelResult};
 use crate::report::html::tera;
 
 type LevelFigure = fn(&LevelResult) -> Option<f64>;
@@ -54,23 +54,22 @@ fn per_variant(
 }
 
 pub fn render(report: &BenchReport) -> Result<String> {
-    let svgs: Vec<String> = BENCH_CHARTS
-        .iter()
-        .map(|(title, unit, figure)| {
-            let series = per_variant(report, |l| figure(l).map(|y| (l.x, y)));
-            let axis = if report
-                .variants
-                .iter()
-                .flat_map(|v| &v.levels)
-                .any(|l| matches!(l.shape, super::arrivals::Shape::Open { .. }))
-            {
-                "request rate (req/s)"
-            } else {
-                "concurrency"
-            };
-            charts::line_chart(title, unit, axis, &series)
-        })
-        .collect();
+    let svgs: Vec<String> =
+        BENCH_CHARTS
+            .iter()
+            .map(|(title, unit, figure)| {
+                let series = per_variant(report, |l| figure(l).map(|y| (l.x, y)));
+                let axis =
+                    if report.variants.iter().flat_map(|v| &v.levels).any(|l| {
+                        matches!(l.shape, crate::bench::load::arrivals::Shape::Open { .. })
+                    }) {
+                        "request rate (req/s)"
+                    } else {
+                        "concurrency"
+                    };
+                charts::line_chart(title, unit, axis, &series)
+            })
+            .collect();
     let mut svgs = svgs;
     // Throughput against each user's speed, one point per level: the
     // trade-off a deployment picks from (AIPerf's Pareto plot).

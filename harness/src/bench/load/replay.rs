@@ -9,8 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::load::LevelRun;
-use super::sample::{FailedCheck, Replayed, Sample};
+use crate::bench::load::LevelRun;
+use crate::bench::sample::{FailedCheck, Replayed, Sample};
 use crate::server::Target;
 
 /// Characters a reply must share with another request's replay before
