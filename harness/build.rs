@@ -1,14 +1,15 @@
-//! Embeds the suites (`suites/*.toml` of this crate) in the binaries, so
-//! an installed afm-test runs them without a checkout beside it.
+//! Embeds the suites (the repository's top-level `suites/*.toml`) in the
+//! binaries, so an installed afm-test runs them without a checkout beside
+//! it.
 
 use std::fmt::Write;
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("suites");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("the crate's suites folder")
+        .expect("the repository's suites folder")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();

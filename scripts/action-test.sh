@@ -62,7 +62,7 @@ runner regressed INPUT_SERVER="$SERVE --no-grammar-constraints" INPUT_MODEL=smol
     INPUT_TIER=smoke INPUT_ARGS="--seed 1" INPUT_BASELINE="$W/baseline.json"
 expect regressed 1 "regressions=3" "grammar.json\\\\_object\|grammar.json_object"
 
-BIN="$(bash interop/peers/mlx-lm.sh)"
+BIN="$(bash scripts/interop/peers/mlx-lm.sh)"
 runner mlx-lm INPUT_SERVER="$BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat fixtures/templates/chatml-tools.jinja)\"" \
     INPUT_MODEL=.cache/peers/smollm2-f32 INPUT_TIER=smoke INPUT_ARGS="--seed 1" \
     INPUT_BASELINE=reports/baselines/peers/mlx-lm.json \

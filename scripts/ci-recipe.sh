@@ -4,7 +4,7 @@
 #   1. install afm-test alone as a Python server's job does: `pip install
 #      ./harness` into a fresh virtual environment (target/ci-recipe/venv;
 #      maturin builds the wheel of the engine-less binaries);
-#   2. install the server under test (mlx-lm, interop/peers/mlx-lm.sh);
+#   2. install the server under test (mlx-lm, scripts/interop/peers/mlx-lm.sh);
 #   3. run the standard tier through --server;
 #   4. diff against the committed baseline with its known failures;
 #   5. write the job summary (the diff's and the run's Markdown) and keep
@@ -26,7 +26,7 @@ python3 -m venv "$WORK/venv"
 AFM_TEST="$WORK/venv/bin/afm-test"
 
 step "Install the server under test"
-BIN="$(bash interop/peers/mlx-lm.sh)"
+BIN="$(bash scripts/interop/peers/mlx-lm.sh)"
 MODEL=.cache/peers/smollm2-f32
 if [ ! -f "$MODEL/model.safetensors" ]; then
     cargo run -q --release -p afm-engine --bin afm-serve -- convert \

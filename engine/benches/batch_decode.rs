@@ -3,13 +3,13 @@
 //!    engine (scheduler, sampling, detokenization, events), for a bare
 //!    loop of the same model's batched forward pass on the same prompts,
 //!    and, given `--reference PYTHON WEIGHTS`, for the independent padded
-//!    batch loop of `speed/reference/padded_decode.py` (mlx-lm's model code
+//!    batch loop of `scripts/speed/reference/padded_decode.py` (mlx-lm's model code
 //!    on the same f32 weights), measured in the same run;
 //! 2. time to first token of a request whose ~1,000-token prefix is in the
 //!    prefix cache, against the same request cold.
 //!
 //! `cargo bench -p afm-engine --bench batch_decode [-- --tokens N --levels 1,8,16,32
-//! --reference PYTHON WEIGHTS]` (`speed/reference/compare.sh` sets up the reference)
+//! --reference PYTHON WEIGHTS]` (`scripts/speed/reference/compare.sh` sets up the reference)
 
 use std::time::Instant;
 
@@ -62,7 +62,7 @@ fn reference(args: &Args) -> Vec<Option<f64>> {
     };
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../speed/reference/padded_decode.py"
+        "/../scripts/speed/reference/padded_decode.py"
     );
     let out = std::env::temp_dir().join(format!("afm-padded-{}.json", std::process::id()));
     let levels: Vec<String> = args.levels.iter().map(|l| l.to_string()).collect();

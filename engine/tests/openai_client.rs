@@ -4,7 +4,7 @@
 //! and Messages (`protocol_clients.py`), and the SDK's tool loop as its
 //! users write it, whole and streamed, with content parts and the developer
 //! role (`openai_sdk.py`, also run by the real-client matrix): the scripts
-//! of interop/clients/.
+//! of scripts/interop/clients/.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -43,10 +43,10 @@ fn run_script(name: &str) {
     run(&client_script(name), "all checks passed");
 }
 
-/// A script of interop/clients/.
+/// A script of scripts/interop/clients/.
 fn client_script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../interop/clients")
+        .join("../scripts/interop/clients")
         .join(name)
 }
 

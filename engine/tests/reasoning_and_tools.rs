@@ -408,7 +408,7 @@ fn a_strict_tool_under_auto_allows_text_or_a_valid_call() {
     );
 }
 
-/// The conformance model (models/conformance/): `<think>`, `</think>`,
+/// The conformance model (fixtures/models/conformance/): `<think>`, `</think>`,
 /// `<tool_call>` and `</tool_call>` are added tokens that are not special,
 /// as in Qwen3's tokenizer, and its own template opens the think block.
 fn conformance_api() -> ApiContext {

@@ -192,7 +192,7 @@ fn a_decode_step_updates_the_kv_store_and_the_states_in_place() {
 /// copied `n x kv_heads x positions x head_dim` floats twice per layer and
 /// step), and at most as many MLX ops as measured when this was written
 /// (126.7 per layer on SmolLM2 with MLX's CPU fallbacks; mlx-lm's own
-/// step: `speed/reference/step_ops.py`). With a hole among the slots (a
+/// step: `scripts/speed/reference/step_ops.py`). With a hole among the slots (a
 /// sequence between them prefilling, or a free slot) the store is still
 /// read in place: per layer, only the queries (spread over the slots) and
 /// the attention rows (taken back) are gathered, `hidden` floats a row.

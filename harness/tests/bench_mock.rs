@@ -57,7 +57,7 @@ fn latencies_are_the_mocks_own_plus_the_way_there() {
     let own = own_timing(&url);
     assert_eq!(own.streams, 16);
     // The client's figures hold the mock's plus the way there and back:
-    // never less. How much more is a measurement (speed/mock_timing.sh:
+    // never less. How much more is a measurement (scripts/speed/mock_timing.sh:
     // within 1 ms at one stream on a quiet machine), not a test's bound;
     // this one only catches a clock started at the wrong moment (from the
     // level's start, a request's TTFT would hold those before it).

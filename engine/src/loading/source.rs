@@ -20,7 +20,7 @@ const ALIASES: &[(&str, &str, &str)] = &[
     // Gemma 3 270M base (Gemma terms), Q4_K_M.
     ("gemma3-270m", "gemma3-270m", "gemma-3-270m-q4_k_m.gguf"),
     // afm-conformance: SmolLM2 taught Qwen3's thinking and Hermes tool
-    // calls (models/conformance/), assembled by set-up from the bundled
+    // calls (fixtures/models/conformance/), assembled by set-up from the bundled
     // base and the committed deltas.
     ("conformance", "conformance", "afm-conformance.Q8_0.gguf"),
 ];

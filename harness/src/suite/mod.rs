@@ -337,7 +337,7 @@ mod tests {
 
     #[test]
     fn the_built_in_suites_are_the_crates_suites() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("suites");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites");
         let on_disk = ids(&load_dir(&dir).unwrap());
         assert!(on_disk.len() > 100, "{}", on_disk.len());
         assert_eq!(ids(&load_embedded().unwrap()), on_disk);
