@@ -2,13 +2,13 @@
 //! to, response ids, and the shape of a reply (a whole JSON body, or a
 //! stream of server-sent events).
 
-use std::future::Future;
 use std::pin::Pin;
 
 use futures_util::Stream;
 use serde_json::{json, Value};
 
 use crate::api::error::ApiError;
+use crate::api::event_queue::{next_piece, Translate};
 use crate::api::ids::unix_now;
 use crate::runtime::{Engine, GrammarMode};
 
@@ -111,16 +111,14 @@ impl SseEvent {
 /// A streamed reply's events, in order; the transport frames them.
 pub type EventStream = Pin<Box<dyn Stream<Item = SseEvent> + Send>>;
 
-/// A protocol's state machine from engine events to its stream events.
-pub(crate) trait EventSource: Send + 'static {
-    /// The next event; `None` after the last.
-    fn next(&mut self) -> impl Future<Output = Option<SseEvent>> + Send;
-}
-
-/// The events of `source`, one at a time, as a stream.
-pub(crate) fn event_stream(source: impl EventSource) -> EventStream {
+/// The events a protocol's translation of a request's engine events
+/// makes, one at a time, as a stream.
+pub(crate) fn event_stream<T>(source: T) -> EventStream
+where
+    T: Translate<Piece = SseEvent> + Send + 'static,
+{
     Box::pin(futures_util::stream::unfold(source, |mut s| async move {
-        s.next().await.map(|e| (e, s))
+        next_piece(&mut s).await.map(|e| (e, s))
     }))
 }
 

@@ -37,8 +37,8 @@ impl<P> Queue<P> {
 /// One protocol's translation of a request's engine events.
 pub(crate) trait Translate {
     type Piece;
-    fn queue(&mut self) -> &mut Queue<Self::Piece>;
-    fn stream(&mut self) -> &mut RequestStream;
+    /// Its queue, and the request's engine events it reads.
+    fn ends(&mut self) -> (&mut Queue<Self::Piece>, &mut RequestStream);
     /// Queues what the stream opens with, before any engine event.
     fn open(&mut self) {}
     /// Queues the pieces of one engine event; `None`: the engine stopped
@@ -49,7 +49,7 @@ pub(crate) trait Translate {
 /// The next piece of `t`'s stream; `None` after the last.
 pub(crate) async fn next_piece<T: Translate>(t: &mut T) -> Option<T::Piece> {
     loop {
-        let queue = t.queue();
+        let (queue, _) = t.ends();
         if let Some(piece) = queue.pieces.pop_front() {
             return Some(piece);
         }
@@ -61,7 +61,7 @@ pub(crate) async fn next_piece<T: Translate>(t: &mut T) -> Option<T::Piece> {
             t.open();
             continue;
         }
-        let event = t.stream().next().await;
+        let event = t.ends().1.next().await;
         t.translate(event);
     }
 }

@@ -11,9 +11,9 @@ mod request;
 
 use serde_json::{json, Value};
 
-use crate::api::context::{event_stream, ApiContext, ApiResponse, EventSource, SseEvent};
+use crate::api::context::{event_stream, ApiContext, ApiResponse, SseEvent};
 use crate::api::error::{ApiError, Protocol};
-use crate::api::event_queue::{next_piece, Queue, Translate};
+use crate::api::event_queue::{Queue, Translate};
 use crate::api::ids::new_id;
 use crate::parsers::ParsedToolCall;
 use crate::runtime::{EngineEvent, FinishReason, RequestStream, Usage};
@@ -183,21 +183,11 @@ struct MessageEvents {
     queue: Queue<SseEvent>,
 }
 
-impl EventSource for MessageEvents {
-    async fn next(&mut self) -> Option<SseEvent> {
-        next_piece(self).await
-    }
-}
-
 impl Translate for MessageEvents {
     type Piece = SseEvent;
 
-    fn queue(&mut self) -> &mut Queue<SseEvent> {
-        &mut self.queue
-    }
-
-    fn stream(&mut self) -> &mut RequestStream {
-        &mut self.stream
+    fn ends(&mut self) -> (&mut Queue<SseEvent>, &mut RequestStream) {
+        (&mut self.queue, &mut self.stream)
     }
 
     fn translate(&mut self, event: Option<EngineEvent>) {

@@ -400,12 +400,8 @@ impl ChunkStream {
 impl Translate for ChunkStream {
     type Piece = Piece;
 
-    fn queue(&mut self) -> &mut Queue<Piece> {
-        &mut self.queue
-    }
-
-    fn stream(&mut self) -> &mut RequestStream {
-        &mut self.choice.stream
+    fn ends(&mut self) -> (&mut Queue<Piece>, &mut RequestStream) {
+        (&mut self.queue, &mut self.choice.stream)
     }
 
     /// Chat opens with the assistant's role; a completion with its echo.

@@ -14,9 +14,9 @@ mod request;
 
 use serde_json::{json, Value};
 
-use crate::api::context::{event_stream, ApiContext, ApiResponse, EventSource, SseEvent};
+use crate::api::context::{event_stream, ApiContext, ApiResponse, SseEvent};
 use crate::api::error::ApiError;
-use crate::api::event_queue::{next_piece, Queue, Translate};
+use crate::api::event_queue::{Queue, Translate};
 use crate::api::ids::{new_id, unix_now};
 use crate::runtime::{EngineEvent, FinishReason, RequestStream, TokenLogprob, Usage};
 
@@ -272,21 +272,11 @@ struct ResponseEvents {
     queue: Queue<SseEvent>,
 }
 
-impl EventSource for ResponseEvents {
-    async fn next(&mut self) -> Option<SseEvent> {
-        next_piece(self).await
-    }
-}
-
 impl Translate for ResponseEvents {
     type Piece = SseEvent;
 
-    fn queue(&mut self) -> &mut Queue<SseEvent> {
-        &mut self.queue
-    }
-
-    fn stream(&mut self) -> &mut RequestStream {
-        &mut self.stream
+    fn ends(&mut self) -> (&mut Queue<SseEvent>, &mut RequestStream) {
+        (&mut self.queue, &mut self.stream)
     }
 
     fn open(&mut self) {
