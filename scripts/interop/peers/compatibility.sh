@@ -278,6 +278,10 @@ why = "the PyPI wheel installs but is the CUDA build (it needs libcuda.so.1); it
 [[unavailable]]
 name = "Ollama"
 why = "in none of Debian's, PyPI's or npm's registries as a server (the ollama packages there are clients); building it needs its source and a newer Go than Debian 12's"
+
+[[unavailable]]
+name = "mistral.rs"
+why = "its PyPI wheel (mistralrs 0.9.5) is the in-process Python SDK, with no server binary or entry point; the server (crate mistralrs-cli, newest on crates.io 0.8.1) only builds from source, 804 crates with mistralrs-core's 279k lines, not built here (an estimated 1 to 2.5 hours on 2 cores); its prebuilt binaries are GitHub release downloads, which no package registry serves"
 EOF
 } > "$PLAN"
 fi
