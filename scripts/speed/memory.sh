@@ -14,7 +14,9 @@
 #   scripts/speed/memory.sh -- target/release/afm-serve --kernels mlx --model smollm2 --port 8090
 # (the second runs afm-serve on MLX's own ops alone, the path a GPU takes).
 # Each burst is one afm-bench level: C requests at once, T tokens each
-# (end of text ignored), every reply checked (unless --no-verify, for
+# (end of text ignored), none asking for a JSON schema (so servers that
+# enforce schemas and servers that do not get the same workload), every
+# reply checked (unless --no-verify, for
 # random weights); --model is the name requests send (default: the first
 # id the server lists; --tolerate CHECK passes afm-bench's flag, e.g.
 # `--tolerate stream` for mlx-lm's `chat.completion` usage label, so its
@@ -85,7 +87,7 @@ row "after load" -
 for b in $(seq 1 "$BURSTS"); do
     "$AFM_BENCH" run --url "$URL" --concurrency "$CONCURRENCY" --requests "$CONCURRENCY" \
         --output-len "$OUTPUT_LEN" --max-tokens "$OUTPUT_LEN" --ignore-eos --seed "$b" \
-        --warmup 0 "${BENCH_FLAGS[@]}" --out "$WORK/bench-$b" >"$WORK/bench-$b.txt" 2>&1 || true
+        --warmup 0 --schema-share 0 "${BENCH_FLAGS[@]}" --out "$WORK/bench-$b" >"$WORK/bench-$b.txt" 2>&1 || true
     served="$(python3 -c 'import json, sys
 lv = json.load(open(sys.argv[1]))["variants"][0]["levels"][0]
 print("%d/%d" % (lv["requests"] - lv["errors"] - lv["corrupted"], lv["requests"]))' "$WORK/bench-$b/bench.json" 2>/dev/null || echo "?")"
