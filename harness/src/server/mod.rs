@@ -5,8 +5,8 @@
 //! events, read by the same code, so every check runs unchanged against
 //! either and SSE framing and routing are tested in-process too.
 
-#[cfg(feature = "engine")]
 pub mod flags;
+#[cfg(feature = "engine")]
 mod in_process;
 pub mod process;
 mod unanswered;
