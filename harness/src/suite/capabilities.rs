@@ -83,6 +83,44 @@ impl State {
     }
 }
 
+/// What a probe saw of a capability a failed case needs, for its reason.
+#[derive(Debug, Clone)]
+pub struct ProbeNote {
+    pub text: String,
+    /// The probe's own evidence, to leave out a note the reason already
+    /// tells (a case not run names the endpoint's first failure, which
+    /// is often the probe's).
+    pub evidence: String,
+}
+
+impl ProbeNote {
+    /// Whether `reason` already tells what the probe saw: its evidence,
+    /// or the evidence after the request it names (`POST /v1/...: `).
+    fn told_in(&self, reason: &str) -> bool {
+        let after_request = self
+            .evidence
+            .split_once(": ")
+            .filter(|(request, _)| request.contains(" /"))
+            .map(|(_, rest)| rest);
+        reason.contains(self.evidence.as_str()) || after_request.is_some_and(|e| reason.contains(e))
+    }
+}
+
+/// `reason` with the notes it does not already tell appended.
+pub fn with_notes(reason: Option<String>, notes: &[ProbeNote]) -> Option<String> {
+    let told = reason.as_deref().unwrap_or("");
+    let new: Vec<&str> = notes
+        .iter()
+        .filter(|n| !n.told_in(told))
+        .map(|n| n.text.as_str())
+        .collect();
+    match (reason, new.is_empty()) {
+        (reason, true) => reason,
+        (Some(r), false) => Some(format!("{r}; {}", new.join("; "))),
+        (None, false) => Some(new.join("; ")),
+    }
+}
+
 /// What was found: each capability with its state and the evidence.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Capabilities {
@@ -129,16 +167,17 @@ impl Capabilities {
     /// What the probes saw of `needs` that explains a failure of a case
     /// that ran anyway (a capability accepted and ignored, misplaced, or
     /// broken).
-    pub fn notes(&self, needs: &[String]) -> Option<String> {
-        let notes: Vec<String> = needs
+    pub fn notes(&self, needs: &[String]) -> Vec<ProbeNote> {
+        needs
             .iter()
             .filter_map(|n| {
                 let d = self.found.get(n)?;
-                (d.state.runs() && d.state != State::Present)
-                    .then(|| format!("{n} {}: {}", d.state.as_str(), d.evidence))
+                (d.state.runs() && d.state != State::Present).then(|| ProbeNote {
+                    text: format!("{n} {}: {}", d.state.as_str(), d.evidence),
+                    evidence: d.evidence.clone(),
+                })
             })
-            .collect();
-        (!notes.is_empty()).then(|| notes.join("; "))
+            .collect()
     }
 
     /// Marks a capability the user asserted (`--assume`), skipping its probe.
@@ -544,6 +583,34 @@ fn outcome(ex: &Exchange) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_probe_note_the_reason_already_tells_is_left_out() {
+        let note = |cap: &str, evidence: &str| ProbeNote {
+            text: format!("{cap} broken: {evidence}"),
+            evidence: evidence.to_string(),
+        };
+        let timeout = "the reply did not end within the request time limit";
+        let notes = [
+            note("chat", &format!("POST /v1/chat/completions: {timeout}")),
+            note("streaming", "no SSE chunks"),
+        ];
+        let not_run =
+            format!("not run: POST /v1/chat/completions went unanswered, the first: {timeout}");
+        assert_eq!(
+            with_notes(Some(not_run.clone()), &notes).unwrap(),
+            format!("{not_run}; streaming broken: no SSE chunks")
+        );
+        assert_eq!(
+            with_notes(Some("content empty".into()), &notes[..1]).unwrap(),
+            format!("content empty; chat broken: POST /v1/chat/completions: {timeout}")
+        );
+        assert_eq!(
+            with_notes(None, &notes[1..]).unwrap(),
+            "streaming broken: no SSE chunks"
+        );
+        assert_eq!(with_notes(None, &[]), None);
+    }
     use super::*;
 
     /// The endpoints and server settings are probed whatever chat does;

@@ -15,7 +15,7 @@ use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
 use crate::server::{Leave, Outgoing, Target};
-use crate::suite::capabilities::Capabilities;
+use crate::suite::capabilities::{with_notes, Capabilities};
 use crate::suite::filler;
 use crate::suite::{Case, Mode, Scenario, Section, Selection};
 
@@ -116,12 +116,7 @@ pub async fn run(
                         let mut r = CaseResult::of_attempts(runs).expect("one attempt at least");
                         // What the probes saw explains why it failed.
                         if r.status.failed() {
-                            if let Some(n) = notes {
-                                r.reason = Some(match r.reason.take() {
-                                    Some(e) => format!("{e}; {n}"),
-                                    None => n,
-                                });
-                            }
+                            r.reason = with_notes(r.reason.take(), &notes);
                         }
                         r
                     }
