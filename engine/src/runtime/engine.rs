@@ -16,8 +16,7 @@ use crate::error::{EngineError, Result};
 use crate::loading::chat_template::TemplateInput;
 use crate::loading::source::ModelSource;
 use crate::loading::WeightMode;
-use crate::models::KvLayout;
-use crate::models::LoadedModel;
+use crate::models::{KvLayout, LoadedModel};
 use crate::parsers::{OutputConfig, ToolCallFormat};
 use crate::runtime::config::EngineConfig;
 use crate::runtime::constraint::Constraint;
@@ -26,8 +25,8 @@ use crate::runtime::grammar::{tool_constraint, GrammarMode, GrammarState};
 use crate::runtime::model_text::ModelText;
 use crate::runtime::request::{GenerationRequest, Prompt, ToolChoice};
 use crate::runtime::scheduler::Scheduler;
-use crate::runtime::sequence::{worst_case_positions, NewSequence};
-use crate::runtime::settings::GenerationSettings;
+use crate::runtime::sequence::NewSequence;
+use crate::runtime::settings::{worst_case_positions, GenerationSettings};
 use crate::runtime::stats::EngineStats;
 use crate::runtime::tool_spec::ToolSpec;
 
@@ -181,11 +180,10 @@ impl Engine {
             .map_err(|_| EngineError::EngineStopped("the engine thread has exited".into()))
     }
 
-    /// A request checked, tokenized and its grammar compiled (on the
-    /// caller's thread), with the stream its events will arrive on.
-    /// A request made ready for the engine thread, in four steps: its
-    /// prompt tokens and output parsing, its fit in the context and KV
-    /// budget, its grammar, its settings.
+    /// A request made ready for the engine thread (on the caller's
+    /// thread), with the stream its events will arrive on, in four steps:
+    /// its prompt tokens and output parsing, its fit in the context and KV
+    /// budget, its grammar compiled, its settings.
     fn prepare(&self, request: &GenerationRequest) -> Result<(NewSequence, RequestStream)> {
         let max_tokens = request.checked_max_tokens(&self.text.limits)?;
         let (prompt, mut output) = self.sequence_prompt(request)?;
@@ -200,7 +198,7 @@ impl Engine {
             thinking_budget: request.thinking_budget,
             events,
         };
-        Ok((sequence, RequestStream { rx, grammar: mode }))
+        Ok((sequence, RequestStream::of(rx, mode)))
     }
 
     /// The prompt's tokens ([`Engine::prompt_tokens`]; empty: the
@@ -428,6 +426,11 @@ pub struct RequestStream {
 }
 
 impl RequestStream {
+    /// A stream of `rx`'s events (the engine's; a test's).
+    pub(crate) fn of(rx: UnboundedReceiver<EngineEvent>, grammar: GrammarMode) -> Self {
+        RequestStream { rx, grammar }
+    }
+
     /// The next event, waiting on this thread (not inside an async runtime).
     pub fn next_blocking(&mut self) -> Option<EngineEvent> {
         self.rx.blocking_recv()

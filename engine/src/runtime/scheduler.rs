@@ -22,7 +22,8 @@ use crate::runtime::config::EngineConfig;
 use crate::runtime::events::EngineEvent;
 use crate::runtime::model_text::ModelText;
 use crate::runtime::prefix_cache::PrefixCache;
-use crate::runtime::sequence::{worst_case_positions, NewSequence, Sequence};
+use crate::runtime::sequence::{NewSequence, Sequence};
+use crate::runtime::settings::worst_case_positions;
 use crate::runtime::stats::EngineStats;
 
 /// Fixed caches are sized in steps of this many positions.

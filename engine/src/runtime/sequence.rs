@@ -19,15 +19,7 @@ use crate::runtime::events::{
 use crate::runtime::grammar::GrammarState;
 use crate::runtime::model_text::ModelText;
 use crate::runtime::sampler::{logprobs, Sampler};
-
-/// The most positions a request of `prompt` tokens and `max_tokens` new
-/// ones can fill in a model of `context` positions: its worst case, which
-/// the KV budget, admission, batch-invariant capacity and the clamp of
-/// `max_tokens` all read (one computation for all of them).
-pub fn worst_case_positions(prompt: usize, max_tokens: usize, context: usize) -> usize {
-    (prompt + max_tokens).min(context)
-}
-use crate::runtime::settings::GenerationSettings;
+use crate::runtime::settings::{worst_case_positions, GenerationSettings};
 use crate::runtime::stats::EngineStats;
 use crate::runtime::stop::{StopMatcher, StopScan};
 

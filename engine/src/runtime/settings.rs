@@ -20,6 +20,14 @@ pub struct GenerationSettings {
     pub max_tool_calls: Option<usize>,
 }
 
+/// The most positions a request of `prompt` tokens and `max_tokens` new
+/// ones can fill in a model of `context` positions: its worst case, which
+/// the KV budget, admission, batch-invariant capacity and the clamp of
+/// `max_tokens` all read (one computation for all of them).
+pub fn worst_case_positions(prompt: usize, max_tokens: usize, context: usize) -> usize {
+    (prompt + max_tokens).min(context)
+}
+
 impl Default for GenerationSettings {
     /// Greedy-or-default sampling, 256 tokens, no stops, no logprobs.
     fn default() -> Self {

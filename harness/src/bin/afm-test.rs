@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use afm_harness::report::diff::{Diff, Options as DiffOptions};
-use afm_harness::report::known_failures::KnownFailures;
-use afm_harness::report::{html, summary, write_text, CaseResult, Report};
+use afm_harness::report::diff::Options as DiffOptions;
+use afm_harness::report::CaseResult;
+use afm_harness::run::compare::{self, CompareFiles};
 use afm_harness::run::conformance::{self, ConformanceArgs};
 use afm_harness::run::regrade::{self, RegradeArgs};
 use afm_harness::run::{matrix, Observer};
@@ -114,14 +114,18 @@ fn main() -> ExitCode {
             summary,
             known_failures,
             allow_skips,
-        }) => diff(
-            &before,
-            &after,
+        }) => compare::run(&CompareFiles {
+            before: &before,
+            after: &after,
+            known_failures: known_failures.as_deref(),
             html,
             summary,
-            known_failures,
-            DiffOptions { allow_skips },
-        ),
+            options: DiffOptions { allow_skips },
+        })
+        .map(|d| {
+            print!("{}", d.text());
+            exit_code(d.has_regressions())
+        }),
         Some(Command::History { reports, out }) => history(&reports, &out),
         Some(Command::Regrade(args)) => regrade::run(&args).map(|r| {
             print!("{}", r.text());
@@ -167,33 +171,6 @@ fn exit_code(failed: bool) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
-}
-
-/// The diff of two reports printed (and written as HTML and Markdown
-/// where asked); 1 on a regression.
-fn diff(
-    before: &Path,
-    after: &Path,
-    html_out: Option<PathBuf>,
-    summary_out: Option<PathBuf>,
-    known: Option<PathBuf>,
-    options: DiffOptions,
-) -> Result<ExitCode> {
-    let known = KnownFailures::read_or_default(known.as_deref())?;
-    let d = Diff::compare(
-        &Report::read(before)?,
-        &Report::read(after)?,
-        &known,
-        options,
-    );
-    print!("{}", d.text());
-    if let Some(p) = html_out {
-        write_text(&p, &html::render_diff(&d)?)?;
-    }
-    if let Some(p) = summary_out {
-        write_text(&p, &summary::of_diff(&d))?;
-    }
-    Ok(exit_code(d.has_regressions()))
 }
 
 fn list(tier: Tier, suites: Option<PathBuf>) -> Result<ExitCode> {

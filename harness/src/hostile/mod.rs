@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use attacks::{Aim, Answer, Attack, Sizes};
 
-use crate::server::flags::TargetArgs;
+use crate::server::flags::{Remote, TargetArgs};
 use crate::server::watch::{self, ProcessSample};
 use probe::{Probe, ProbeFigures};
 
@@ -142,15 +142,17 @@ pub async fn run(args: &AttackArgs, note: impl Fn(&str)) -> Result<AttackReport>
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()?;
-    let remote = args
+    let Remote {
+        target,
+        base,
+        model,
+        pid: started_pid,
+        server: _server,
+    } = args
         .server
         .open_remote("afm-bench attack", 60, &args.out)
         .await?;
-    let (target, base, model) = (
-        remote.opened.target.clone(),
-        remote.base.clone(),
-        remote.model.clone(),
-    );
+    let pid = args.server_pid.or(started_pid);
     let api_key = args.server.api_key.clone();
     let parsed = reqwest::Url::parse(&base).with_context(|| format!("--url {base}"))?;
     let addr = format!(
@@ -175,7 +177,6 @@ pub async fn run(args: &AttackArgs, note: impl Fn(&str)) -> Result<AttackReport>
         hold: Duration::from_secs_f64(args.hold),
         burst: args.burst,
     };
-    let pid = args.server_pid.or(remote.started_pid());
     let server_before = pid.and_then(watch::sample);
     let probe_alone = probe.alone(5).await;
     note(&format!("probe alone: {}", probe_alone.summary()));

@@ -6,6 +6,7 @@
 //! and pick exit codes.
 
 pub mod bench;
+pub mod compare;
 pub mod conformance;
 pub mod matrix;
 pub mod plan;

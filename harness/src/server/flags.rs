@@ -180,19 +180,18 @@ impl TargetArgs {
 }
 
 /// A server over HTTP, opened for tools that only speak to one (the
-/// attacks, the soak): its base URL and the model requests name.
+/// attacks, the soak).
 pub struct Remote {
-    pub opened: Opened,
+    pub target: Target,
+    /// Its base URL, without a trailing slash.
     pub base: String,
+    /// The model every request names.
     pub model: String,
-}
-
-impl Remote {
     /// The process id of a server this run started (`--server`), to
     /// watch its memory and descriptors.
-    pub fn started_pid(&self) -> Option<u32> {
-        self.opened.server.as_ref().map(ServerProcess::pid)
-    }
+    pub pid: Option<u32>,
+    /// Kept alive for the run; dropping it stops the server.
+    pub server: Option<ServerProcess>,
 }
 
 impl TargetArgs {
@@ -208,12 +207,13 @@ impl TargetArgs {
             .with_request_timeout(seconds)
             .open(&[], None, &out.join("server.log"), true)
             .await?;
-        let base = opened.target.describe().trim_end_matches('/').to_string();
-        let model = opened.target.model().context("a listed model")?.to_string();
+        let Opened { target, server, .. } = opened;
         Ok(Remote {
-            opened,
-            base,
-            model,
+            base: target.describe().trim_end_matches('/').to_string(),
+            model: target.model().context("a listed model")?.to_string(),
+            pid: server.as_ref().map(ServerProcess::pid),
+            target,
+            server,
         })
     }
 }

@@ -31,7 +31,7 @@ use rand::SeedableRng;
 use serde::Serialize;
 
 use crate::bench::stats::percentile;
-use crate::server::flags::TargetArgs;
+use crate::server::flags::{Remote, TargetArgs};
 use crate::server::watch::{self, ProcessSample};
 use traffic::{Client, Ending, Kind};
 
@@ -142,16 +142,17 @@ struct Ended {
 pub async fn run(args: &SoakArgs, note: impl Fn(&str)) -> Result<SoakReport> {
     // A fresh connection per request (`Target::http`), so a close racing
     // a reuse is never taken for a connection the server broke.
-    let remote = args
+    let Remote {
+        target,
+        base,
+        model,
+        pid: started_pid,
+        server: _server,
+    } = args
         .server
         .open_remote("afm-bench soak", 300, &args.out)
         .await?;
-    let pid = args.server_pid.or(remote.started_pid());
-    let (target, base, model) = (
-        remote.opened.target.clone(),
-        remote.base.clone(),
-        remote.model.clone(),
-    );
+    let pid = args.server_pid.or(started_pid);
     let client = Arc::new(Client {
         target,
         model: model.clone(),

@@ -190,12 +190,12 @@ impl Translate for MessageEvents {
         (&mut self.queue, &mut self.stream)
     }
 
-    fn translate(&mut self, event: Option<EngineEvent>) {
+    fn translate(&mut self, event: EngineEvent) {
         match event {
-            Some(EngineEvent::Started {
+            EngineEvent::Started {
                 prompt_tokens,
                 cached_tokens,
-            }) => {
+            } => {
                 let usage = Usage {
                     prompt_tokens,
                     cached_tokens,
@@ -203,12 +203,12 @@ impl Translate for MessageEvents {
                 };
                 self.start(&usage);
             }
-            Some(EngineEvent::Delta {
+            EngineEvent::Delta {
                 text,
                 reasoning,
                 tool_calls,
                 ..
-            }) => {
+            } => {
                 if !reasoning.is_empty() {
                     self.ensure_open(Block::Thinking);
                     self.delta(json!({"type": "thinking_delta", "thinking": reasoning}));
@@ -237,10 +237,10 @@ impl Translate for MessageEvents {
                     }
                 }
             }
-            Some(EngineEvent::Finished {
+            EngineEvent::Finished {
                 finish_reason,
                 usage,
-            }) => {
+            } => {
                 self.start(&usage);
                 if self.blocks == 0 {
                     self.ensure_open(Block::Text);
@@ -262,12 +262,13 @@ impl Translate for MessageEvents {
                 self.push("message_stop", json!({"type": "message_stop"}));
                 self.queue.end();
             }
-            Some(EngineEvent::Failed {
-                message,
-                client_error,
-            }) => self.fail(ApiError::failure(message, client_error)),
-            None => self.fail(ApiError::new(500, "server_error", "the engine stopped")),
+            EngineEvent::Failed { .. } => unreachable!("next_piece takes failures"),
         }
+    }
+
+    fn failed(&mut self, error: ApiError) {
+        self.queue
+            .push(SseEvent::named("error", &error.body(Protocol::Anthropic)));
     }
 }
 
@@ -321,12 +322,6 @@ impl MessageEvents {
                 json!({"type": "content_block_stop", "index": self.blocks - 1}),
             );
         }
-    }
-
-    fn fail(&mut self, e: ApiError) {
-        self.queue
-            .push(SseEvent::named("error", &e.body(Protocol::Anthropic)));
-        self.queue.end();
     }
 
     fn push(&mut self, name: &str, data: Value) {

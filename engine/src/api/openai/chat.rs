@@ -421,15 +421,15 @@ impl Translate for ChunkStream {
         }
     }
 
-    fn translate(&mut self, event: Option<EngineEvent>) {
+    fn translate(&mut self, event: EngineEvent) {
         match event {
-            Some(EngineEvent::Started { .. }) => {}
-            Some(EngineEvent::Delta {
+            EngineEvent::Started { .. } => {}
+            EngineEvent::Delta {
                 text,
                 reasoning,
                 tool_calls,
                 logprobs,
-            }) => {
+            } => {
                 let has_logprobs = !logprobs.is_empty();
                 let lp = logprobs_json(self.logprobs, &logprobs, &mut self.offset);
                 if self.envelope.kind == Kind::Text {
@@ -461,30 +461,22 @@ impl Translate for ChunkStream {
                     self.queue.push(Piece::Chunk(chunk));
                 }
             }
-            Some(EngineEvent::Finished {
+            EngineEvent::Finished {
                 finish_reason,
                 usage,
-            }) => {
+            } => {
                 let last = self.text_chunk(String::new(), None, Some(finish_reason.as_str()));
                 self.queue.push(Piece::Chunk(last));
                 self.queue
                     .push(Piece::Usage(usage, self.choice.counts_prompt));
                 self.queue.end();
             }
-            Some(EngineEvent::Failed {
-                message,
-                client_error,
-            }) => {
-                let error = ApiError::failure(message, client_error);
-                self.queue.push(Piece::Chunk(error.body(Protocol::OpenAi)));
-                self.queue.end();
-            }
-            None => {
-                let error = ApiError::new(500, "server_error", "the engine stopped");
-                self.queue.push(Piece::Chunk(error.body(Protocol::OpenAi)));
-                self.queue.end();
-            }
+            EngineEvent::Failed { .. } => unreachable!("next_piece takes failures"),
         }
+    }
+
+    fn failed(&mut self, error: ApiError) {
+        self.queue.push(Piece::Chunk(error.body(Protocol::OpenAi)));
     }
 }
 

@@ -285,15 +285,15 @@ impl Translate for ResponseEvents {
         self.push(json!({"type": "response.in_progress", "response": r}));
     }
 
-    fn translate(&mut self, event: Option<EngineEvent>) {
+    fn translate(&mut self, event: EngineEvent) {
         match event {
-            Some(EngineEvent::Started { .. }) => {}
-            Some(EngineEvent::Delta {
+            EngineEvent::Started { .. } => {}
+            EngineEvent::Delta {
                 text,
                 reasoning,
                 tool_calls,
                 logprobs,
-            }) => {
+            } => {
                 if !reasoning.is_empty() {
                     let k = self.ensure_open(Kind::Reasoning);
                     self.out.items[k].text.push_str(&reasoning);
@@ -333,10 +333,10 @@ impl Translate for ResponseEvents {
                     }
                 }
             }
-            Some(EngineEvent::Finished {
+            EngineEvent::Finished {
                 finish_reason,
                 usage,
-            }) => {
+            } => {
                 if self.out.items.is_empty() {
                     self.ensure_open(Kind::Message);
                 }
@@ -351,12 +351,17 @@ impl Translate for ResponseEvents {
                 self.push(json!({"type": kind, "response": response}));
                 self.queue.end();
             }
-            Some(EngineEvent::Failed {
-                message,
-                client_error,
-            }) => self.fail(ApiError::failure(message, client_error)),
-            None => self.fail(ApiError::new(500, "server_error", "the engine stopped")),
+            EngineEvent::Failed { .. } => unreachable!("next_piece takes failures"),
         }
+    }
+
+    fn failed(&mut self, error: ApiError) {
+        self.push(json!({
+            "type": "error",
+            "code": error.code,
+            "message": error.message,
+            "param": error.param,
+        }));
     }
 }
 
@@ -422,16 +427,6 @@ impl ResponseEvents {
         }
         let item = self.out.item_json(k, true);
         self.push(json!({"type": "response.output_item.done", "output_index": k, "item": item}));
-    }
-
-    fn fail(&mut self, e: ApiError) {
-        self.queue.end();
-        self.push(json!({
-            "type": "error",
-            "code": e.code,
-            "message": e.message,
-            "param": e.param,
-        }));
     }
 
     /// Queues an event, numbered, named by its type.

@@ -98,8 +98,8 @@ pub async fn run(
                             async move {
                                 let mut r =
                                     run_case(target, section_id, case, &nonce, seed, clients).await;
-                                if strict && r.status.graded_apart() {
-                                    r.status = Status::Fail;
+                                if strict && r.result.status.graded_apart() {
+                                    r.result.status = Status::Fail;
                                 }
                                 r
                             }
@@ -107,13 +107,17 @@ pub async fn run(
                         for k in 0..repeat {
                             runs.push(attempt(k).await);
                         }
-                        // The cheap habit CI wants: only what failed again.
-                        if runs.iter().all(|r| r.status.failed()) && !not_run(&runs[0]) {
+                        // The cheap habit CI wants: only what failed again
+                        // (a case that never reached the server proves
+                        // nothing when run again).
+                        if runs.iter().all(|r| r.result.status.failed()) && runs[0].reached {
                             for k in 0..rerun {
                                 runs.push(attempt(repeat + k).await);
                             }
                         }
-                        let mut r = CaseResult::of_attempts(runs).expect("one attempt at least");
+                        let mut r =
+                            CaseResult::of_attempts(runs.into_iter().map(|r| r.result).collect())
+                                .expect("one attempt at least");
                         // What the probes saw explains why it failed.
                         if r.status.failed() {
                             r.reason = with_notes(r.reason.take(), &notes);
@@ -134,14 +138,6 @@ pub async fn run(
         }
     }
     results
-}
-
-/// A case that never reached the server (its endpoint closed for the
-/// run): running it again proves nothing.
-fn not_run(r: &CaseResult) -> bool {
-    r.reason
-        .as_deref()
-        .is_some_and(|w| w.starts_with("not run:"))
 }
 
 /// `id` as one path segment, percent-encoded as openai-python's
@@ -207,6 +203,13 @@ fn mix(seed: u64, n: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// One attempt of a case, and whether its requests reached the server
+/// (none does on an endpoint closed for the run).
+struct CaseRun {
+    result: CaseResult,
+    reached: bool,
+}
+
 async fn run_case(
     target: &Target,
     section: &str,
@@ -214,7 +217,7 @@ async fn run_case(
     nonce: &str,
     seed: u64,
     clients: Option<Arc<Clients>>,
-) -> CaseResult {
+) -> CaseRun {
     let start = Instant::now();
     let mut plays = Vec::new();
     for &stream in modes(case) {
@@ -228,10 +231,14 @@ async fn run_case(
                 .chain(&exchanges)
                 .map(StepRecord::of)
                 .collect();
-            return CaseResult {
+            let result = CaseResult {
                 steps,
                 millis: start.elapsed().as_secs_f64() * 1000.0,
                 ..CaseResult::of_case(section, case, Status::Error, why)
+            };
+            return CaseRun {
+                result,
+                reached: false,
             };
         }
         plays.push(Play {
@@ -240,9 +247,13 @@ async fn run_case(
             subjects,
         });
     }
-    CaseResult {
+    let result = CaseResult {
         millis: start.elapsed().as_secs_f64() * 1000.0,
         ..grade(section, case, plays, clients).await
+    };
+    CaseRun {
+        result,
+        reached: true,
     }
 }
 
