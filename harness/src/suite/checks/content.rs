@@ -29,6 +29,26 @@ pub(super) fn non_empty(r: &Reply) -> Outcome {
     })
 }
 
+/// Content, or reasoning cut by `max_tokens` before the answer began
+/// (`Check::Answered` says why). Cut is each protocol's word for it: chat's
+/// `length`, Messages' `max_tokens`, Responses' `max_output_tokens`.
+pub(super) fn answered(r: &Reply) -> Outcome {
+    let cut = matches!(
+        r.finish_reason.as_deref(),
+        Some("length" | "max_tokens" | "max_output_tokens")
+    );
+    let thought_to_the_limit = cut && r.content.trim().is_empty() && !r.reasoning.trim().is_empty();
+    if thought_to_the_limit {
+        return Ok(());
+    }
+    non_empty(r).map_err(|(_, actual)| {
+        (
+            "non-empty content, or reasoning cut by max_tokens".to_string(),
+            actual,
+        )
+    })
+}
+
 /// A bad pattern fails the check with the regex error (suites are
 /// validated on load, so it is only met by a check built in code).
 pub(super) fn matches(r: &Reply, pattern: &str) -> Outcome {
@@ -126,6 +146,32 @@ mod tests {
             actual,
             "empty content (finish_reason Some(\"stop\"), 0 tool calls)"
         );
+    }
+
+    #[test]
+    fn an_answer_is_content_or_reasoning_cut_by_max_tokens() {
+        let thought = |finish: &str| {
+            chat_body(
+                json!({"choices": [{"message": {"content": null, "reasoning_content": "The user asks"}, "finish_reason": finish}]}),
+            )
+        };
+        assert_eq!(check_one(&Check::Answered, &chat_reply("Hello")), Ok(()));
+        assert_eq!(check_one(&Check::Answered, &thought("length")), Ok(()));
+        // Reasoning that ended on its own with no answer is no answer.
+        let (expected, actual) = check_one(&Check::Answered, &thought("stop")).unwrap_err();
+        assert_eq!(
+            expected,
+            "non-empty content, or reasoning cut by max_tokens"
+        );
+        assert_eq!(
+            actual,
+            "empty content (finish_reason Some(\"stop\"), 0 tool calls)"
+        );
+        // Nothing at all, cut or not, is no answer.
+        let empty = chat_body(
+            json!({"choices": [{"message": {"content": ""}, "finish_reason": "length"}]}),
+        );
+        assert!(check_one(&Check::Answered, &empty).is_err());
     }
 
     #[test]

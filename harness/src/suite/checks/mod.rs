@@ -78,6 +78,13 @@ pub enum Check {
         one_of: Vec<String>,
     },
     ContentNonEmpty,
+    /// The model answered: non-empty content, or, from a model that thinks,
+    /// reasoning that `max_tokens` cut before any content. For cases that
+    /// are not about reasoning: a reasoning model spending a small budget on
+    /// thinking is OpenAI's own behaviour, not the server's fault; whether
+    /// a server leaves room for the answer is the thinking_budget section's
+    /// question (its cases keep `content_non_empty`).
+    Answered,
     /// A regex over the content (`(?i)` for case-insensitive).
     ContentMatches {
         pattern: String,
@@ -500,6 +507,7 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         Check::Schema => wire::published_schema(ex),
         Check::FinishReason { one_of } => content::finish_reason(&r, one_of),
         Check::ContentNonEmpty => content::non_empty(&r),
+        Check::Answered => content::answered(&r),
         Check::ContentMatches { pattern } => content::matches(&r, pattern),
         Check::ContentNotContains { any } => content::not_contains(&r, any),
         Check::NoRepetition { max } => content::no_repetition(&r, *max),
