@@ -216,14 +216,17 @@ fn an_mlx_ops_decode_step_reads_the_store_in_place() {
     // (label, decoding slots, gathered bytes allowed, ops per layer
     // allowed): the embedding's rows and the rows the head samples, `n`
     // rows each; with the hole, per layer the five spread queries and the
-    // four rows taken back, four ops (a take and its reshape each).
+    // four rows taken back, four ops (a take and its reshape each). On the
+    // CPU each of a layer's four dense products also pads its rows to 16
+    // and cuts them back (`layers::linear`: OpenBLAS's row block), 12 ops
+    // a layer that a GPU's graph does not have.
     let cases: [(&str, &[usize], usize, usize); 2] = [
-        ("4 streams", &[0, 1, 2, 3], 2 * 4 * row, 127),
+        ("4 streams", &[0, 1, 2, 3], 2 * 4 * row, 139),
         (
             "4 streams around a hole",
             &[0, 1, 3, 4],
             (8 + layers * 9) * row,
-            131,
+            143,
         ),
     ];
     for (label, decoding, allowed, per_layer) in cases {
