@@ -120,7 +120,8 @@ fn skip_value(s: &str, i: usize) -> Option<usize> {
                 }
                 _ => {}
             }
-            j += 1;
+            // A whole character: `j` stays on a boundary for `&s[j..]`.
+            j += r.chars().next().map_or(1, char::len_utf8);
         }
         return None;
     }
