@@ -7,7 +7,7 @@ use afm_engine::loading::eos_for_dir;
 use afm_engine::loading::EosSet;
 use afm_engine::loading::ModelConfig;
 use afm_engine::loading::TextTokenizer;
-use afm_engine::models::{BatchItem, CausalLm, KvLayout, KvStore};
+use afm_engine::models::{BatchItem, CausalLm, KvLayout, KvStore, Overlap};
 use afm_engine::{generate, FinishReason, GenerationSettings, Result};
 use mlx_rs::Array;
 
@@ -53,7 +53,7 @@ impl CausalLm for Scripted {
         &self.config
     }
 
-    fn forward_batch(&self, kv: &mut KvStore, items: &[BatchItem<'_>]) -> Result<Array> {
+    fn forward_pass(&self, kv: &mut KvStore, items: &[BatchItem<'_>], _: Overlap) -> Result<Array> {
         let mut logits = Vec::new();
         for item in items {
             // The prompt is one token here, so steps taken = offset.

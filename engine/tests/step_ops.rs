@@ -6,7 +6,7 @@
 //! final norm, the LM head). Run with `--nocapture` to read the counts;
 //! `AFM_LAYER=off` gives the op-graph form's.
 
-use afm_engine::models::{BatchItem, KvStore};
+use afm_engine::models::{BatchItem, KvStore, Overlap};
 use afm_engine::LoadedModel;
 
 /// A store with a short prompt prefilled in one slot: (store, slot,
@@ -265,6 +265,65 @@ fn an_mlx_ops_decode_step_reads_the_store_in_place() {
         assert!(
             ops <= per_layer * layers,
             "{label}: {ops} ops for {layers} layers"
+        );
+    }
+}
+
+/// The engine's steps hand each layer to MLX before building the next
+/// (`Overlap::Layers`: the device computes while the host builds). For
+/// each forward loop (the shared decoder, Gemma 3's, Gemma 4's) on either
+/// kernel path: the logits are the same bits as the whole graph's; what is
+/// still unscheduled at the end is at most the last layer and the head,
+/// so every layer before it was handed over (the whole graph has at least
+/// one op per layer more); and the store is still written in place.
+#[test]
+fn an_overlapped_step_hands_each_layer_over_and_computes_the_same_logits() {
+    let models = [
+        LoadedModel::load("smollm2").expect("run scripts/setup.sh first"),
+        LoadedModel::load("gemma3-270m").expect("run scripts/setup.sh first"),
+        fixture("gemma4_4bit"),
+    ];
+    for model in &models {
+        let m = model.model.as_ref();
+        let name = &m.config().architecture;
+        let layers = m.config().num_layers;
+        let mut runs = Vec::new();
+        for overlap in [Overlap::None, Overlap::Layers] {
+            let (mut kv, slot, prompt) = prefilled(model);
+            let stores = |kv: &KvStore| -> Vec<usize> {
+                kv.arrays()
+                    .map(|a| a.as_slice::<f32>().as_ptr() as usize)
+                    .collect()
+            };
+            let before = stores(&kv);
+            let logits = m
+                .forward_pass(&mut kv, &[item(slot, &[prompt[0]])], overlap)
+                .unwrap();
+            let ops = afm_engine::cpu::graph_ops(&logits, None).expect("counted here");
+            logits.eval().unwrap();
+            if afm_engine::cpu::layer::path().is_primitive() {
+                assert_eq!(
+                    stores(&kv),
+                    before,
+                    "{name} {overlap:?}: a store was copied"
+                );
+            }
+            runs.push((ops, logits.as_slice::<f32>().to_vec()));
+        }
+        let [(whole, expected), (left, got)] = &runs[..] else {
+            unreachable!("two runs")
+        };
+        eprintln!(
+            "{name}: {whole} MLX ops in the whole graph, {left} left after the \
+             layers were handed over ({layers} layers)"
+        );
+        assert!(
+            left + (layers - 1) <= *whole,
+            "{name}: {left} of {whole} ops were never handed over ({layers} layers)"
+        );
+        assert!(
+            expected == got,
+            "{name}: overlapped logits differ from the whole graph's"
         );
     }
 }

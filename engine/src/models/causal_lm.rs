@@ -3,7 +3,7 @@
 
 use mlx_rs::Array;
 
-use super::forward::BatchItem;
+use super::forward::{BatchItem, Overlap};
 use super::kv_layout::KvLayout;
 use super::kv_store::{KvCache, KvStore};
 use crate::error::{EngineError, Result};
@@ -25,7 +25,20 @@ pub trait CausalLm {
     /// `kv`, and returns the logits of the last token of each item with
     /// `sample` set, in item order (`[n_sampled, vocab]`, f32, not yet
     /// evaluated). Items name distinct slots.
-    fn forward_batch(&self, kv: &mut KvStore, items: &[BatchItem<'_>]) -> Result<Array>;
+    fn forward_batch(&self, kv: &mut KvStore, items: &[BatchItem<'_>]) -> Result<Array> {
+        self.forward_pass(kv, items, Overlap::None)
+    }
+
+    /// [`forward_batch`](Self::forward_batch), choosing when the graph is
+    /// handed to MLX: under [`Overlap::Layers`] each layer computes while
+    /// the next is built, and the returned graph holds only what was built
+    /// after the last hand-over (for computing, not for inspecting).
+    fn forward_pass(
+        &self,
+        kv: &mut KvStore,
+        items: &[BatchItem<'_>],
+        overlap: Overlap,
+    ) -> Result<Array>;
 
     /// One sequence: the logits of the last of `tokens` (`[vocab]`).
     fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Array> {

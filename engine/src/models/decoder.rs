@@ -9,7 +9,7 @@ use mlx_rs::Array;
 
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
-use super::forward::{BatchItem, ForwardContext};
+use super::forward::{BatchItem, ForwardContext, Overlap};
 use super::gated_delta_net::GatedDeltaNet;
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
@@ -194,12 +194,18 @@ impl CausalLm for Decoder {
         &self.kv_layout
     }
 
-    fn forward_batch(&self, kv: &mut KvStore, items: &[BatchItem<'_>]) -> Result<Array> {
+    fn forward_pass(
+        &self,
+        kv: &mut KvStore,
+        items: &[BatchItem<'_>],
+        overlap: Overlap,
+    ) -> Result<Array> {
         let eps = self.config.rms_norm_eps;
-        let mut ctx = ForwardContext::new(items, kv, self.batch_invariant)?;
+        let mut ctx = ForwardContext::new(items, kv, self.batch_invariant, overlap)?;
         let mut h = self.embed.lookup(&ctx.token_ids())?;
         let rows = ctx.layer_rows();
         for layer in &self.layers {
+            ctx.hand_over(&h)?;
             if let Some(one_op) = &layer.one_op {
                 h = one_op.forward(&mut ctx, layer.kind_index, &h, &rows, None)?;
                 continue;

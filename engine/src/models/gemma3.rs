@@ -9,7 +9,7 @@ use mlx_rs::Array;
 
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
-use super::forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
+use super::forward::{AttentionSpec, BatchItem, ForwardContext, Overlap, QkNorm};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
@@ -235,16 +235,22 @@ impl CausalLm for Gemma3 {
         &self.kv_layout
     }
 
-    fn forward_batch(&self, kv: &mut KvStore, items: &[BatchItem<'_>]) -> Result<Array> {
+    fn forward_pass(
+        &self,
+        kv: &mut KvStore,
+        items: &[BatchItem<'_>],
+        overlap: Overlap,
+    ) -> Result<Array> {
         let eps = self.config.rms_norm_eps;
         let norm = |x: &Array, w: &Array| rms_norm(x, Some(w), eps);
-        let mut ctx = ForwardContext::new(items, kv, self.batch_invariant)?;
+        let mut ctx = ForwardContext::new(items, kv, self.batch_invariant, overlap)?;
         let mut h = self
             .embed
             .lookup(&ctx.token_ids())?
             .multiply(&self.embed_scale)?;
         let rows = ctx.layer_rows();
         for (i, l) in self.layers.iter().enumerate() {
+            ctx.hand_over(&h)?;
             if let Some(one_op) = &l.one_op {
                 h = one_op.forward(&mut ctx, i, &h, &rows, None)?;
                 continue;

@@ -21,7 +21,7 @@ use mlx_rs::Array;
 
 use super::causal_lm::CausalLm;
 use super::feed_forward::FeedForward;
-use super::forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
+use super::forward::{AttentionSpec, BatchItem, ForwardContext, Overlap, QkNorm};
 use super::gated_mlp::{Activation, GatedMlp};
 use super::kv_layout::KvLayout;
 use super::kv_store::KvStore;
@@ -555,15 +555,21 @@ impl CausalLm for Gemma4 {
         &self.kv_layout
     }
 
-    fn forward_batch(&self, kv: &mut KvStore, items: &[BatchItem<'_>]) -> Result<Array> {
+    fn forward_pass(
+        &self,
+        kv: &mut KvStore,
+        items: &[BatchItem<'_>],
+        overlap: Overlap,
+    ) -> Result<Array> {
         let eps = self.config.rms_norm_eps;
         let norm = |x: &Array, w: &Array| rms_norm(x, Some(w), eps);
-        let mut ctx = ForwardContext::new(items, kv, self.batch_invariant)?;
+        let mut ctx = ForwardContext::new(items, kv, self.batch_invariant, overlap)?;
         let ids = ctx.token_ids();
         let mut h = self.embed.lookup(&ids)?.multiply(&self.embed_scale)?;
         let inputs = self.per_layer_inputs(&ctx, &ids, &h)?;
         let rows = ctx.layer_rows();
         for (i, layer) in self.layers.iter().enumerate() {
+            ctx.hand_over(&h)?;
             if let Some(one_op) = &layer.one_op {
                 h = one_op.forward(&mut ctx, i, &h, &rows, inputs.as_ref())?;
                 continue;

@@ -29,7 +29,7 @@ mod self_attention;
 mod sparse_moe;
 
 pub use causal_lm::CausalLm;
-pub use forward::{AttentionSpec, BatchItem, ForwardContext, QkNorm};
+pub use forward::{AttentionSpec, BatchItem, ForwardContext, Overlap, QkNorm};
 pub use kv_layout::{KvLayout, LayerKv, RecurrentLayer};
 pub use kv_store::{KvCache, KvSegment, KvStore, StateSnapshot};
 pub use loaded::LoadedModel;

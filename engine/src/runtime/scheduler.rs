@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::models::{BatchItem, CausalLm, KvStore};
+use crate::models::{BatchItem, CausalLm, KvStore, Overlap};
 use crate::runtime::config::EngineConfig;
 use crate::runtime::events::EngineEvent;
 use crate::runtime::model_text::ModelText;
@@ -336,7 +336,9 @@ impl Scheduler {
                     },
                 });
             }
-            let logits = self.model.forward_batch(&mut self.kv, &items)?;
+            let logits = self
+                .model
+                .forward_pass(&mut self.kv, &items, Overlap::Layers)?;
             // Evaluate the store too: a pass of prefill chunks alone samples
             // nothing, and its work must still happen in this step.
             let mut outputs: Vec<&mlx_rs::Array> = vec![&logits];

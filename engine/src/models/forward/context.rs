@@ -18,12 +18,30 @@ use crate::models::kv_store::{Buffers, KvStore, SlotSet};
 /// each.
 pub type States = (Array, Array);
 
+/// When a pass hands its graph to MLX.
+///
+/// MLX builds a graph on the host and computes it on the device's stream.
+/// Built whole and evaluated at the end, the device waits while the host
+/// builds (3.5 ms of a 114 ms decode step of SmolLM2 at 8 streams on
+/// MLX's CPU ops; on a launch-bound GPU the build is most of a step).
+/// Handed over a layer at a time (`async_eval`), the device computes layer
+/// `i` while the host builds layer `i + 1`. Values are the same either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlap {
+    /// The whole graph stays lazy until the caller evaluates it (what a
+    /// caller inspecting the graph needs: it is all there).
+    None,
+    /// Each layer's input starts computing before the layer is built.
+    Layers,
+}
+
 /// One forward pass over a batch of items.
 pub struct ForwardContext<'p, 'a> {
     items: &'p [BatchItem<'a>],
     kv: &'p mut KvStore,
     layout: BatchLayout,
     batch_invariant: bool,
+    overlap: Overlap,
 }
 
 impl<'p, 'a> ForwardContext<'p, 'a> {
@@ -34,6 +52,7 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
         items: &'p [BatchItem<'a>],
         kv: &'p mut KvStore,
         batch_invariant: bool,
+        overlap: Overlap,
     ) -> Result<Self> {
         let wants: Vec<(usize, usize)> = items
             .iter()
@@ -46,7 +65,19 @@ impl<'p, 'a> ForwardContext<'p, 'a> {
             kv,
             layout,
             batch_invariant,
+            overlap,
         })
+    }
+
+    /// Called by an architecture before it builds each layer, with the
+    /// layer's input: under [`Overlap::Layers`] MLX starts computing it
+    /// (and the keys and values written so far, which it depends on) while
+    /// the layer is built.
+    pub fn hand_over(&self, h: &Array) -> Result<()> {
+        if self.overlap == Overlap::Layers {
+            mlx_rs::transforms::async_eval([h])?;
+        }
+        Ok(())
     }
 
     /// Whether every row's result must be independent of the batch.

@@ -14,4 +14,4 @@ mod linear;
 
 pub use attention::{AttentionSpec, QkNorm};
 pub use batch_item::BatchItem;
-pub use context::{ForwardContext, States};
+pub use context::{ForwardContext, Overlap, States};
