@@ -31,9 +31,13 @@ pub fn output_format(
             }
             Ok(Some(Constraint::JsonSchema(schema)))
         }
-        other => Err(ApiError::invalid_param(
+        Some(other) => Err(ApiError::invalid_param(
             &format!("{at}.type"),
-            format!("unsupported value {other:?} (text, json_object, json_schema)"),
+            format!("'{other}' is not one of text, json_object, json_schema"),
+        )),
+        None => Err(ApiError::invalid_param(
+            &format!("{at}.type"),
+            "is required (text, json_object or json_schema)",
         )),
     }
 }

@@ -9,7 +9,7 @@ use crate::api::listener::ConnectionLimits;
 use crate::cpu::kernels::Kernels;
 use crate::loading::WeightMode;
 use crate::parsers::ToolCallFormat;
-use crate::runtime::EngineConfig;
+use crate::runtime::{EngineConfig, OverlongMaxTokens};
 
 fn engine() -> EngineConfig {
     EngineConfig::default()
@@ -102,6 +102,12 @@ pub struct ServeFlags {
     /// environment's AFM_KERNELS gives the same choice.
     #[arg(long, value_name = "auto|mlx|afm")]
     pub kernels: Option<Kernels>,
+    /// Refuse (400) a request whose prompt and max_tokens together pass the
+    /// model's context, as OpenAI does. By default max_tokens is cut to
+    /// what fits and such a reply ends with finish reason `length`, as
+    /// llama.cpp serves it: coding agents send max_tokens 32000 to any model.
+    #[arg(long)]
+    pub refuse_overlong_max_tokens: bool,
     /// max_tokens of requests that give none.
     #[arg(long, default_value_t = engine().default_max_tokens)]
     pub max_tokens: usize,
@@ -192,6 +198,10 @@ impl ServeFlags {
             kv_budget_bytes: self.max_kv_mb << 20,
             mlx_cache_bytes: self.mlx_cache_mb.map(|mb| mb << 20),
             kernels: self.kernels,
+            overlong_max_tokens: match self.refuse_overlong_max_tokens {
+                true => OverlongMaxTokens::Refuse,
+                false => defaults.overlong_max_tokens,
+            },
             ..defaults
         })
     }

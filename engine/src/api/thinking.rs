@@ -56,6 +56,37 @@ impl<'a> Thinking<'a> {
     }
 }
 
+/// Marks reasoning this server handed a client to keep (Responses'
+/// `encrypted_content`, Messages' thinking `signature`): the text's UTF-8 in
+/// hex. It is not encrypted (nothing here is secret from the client); it
+/// only lets a stateless client hand the reasoning back, even when the
+/// reply showed none of it (`display: omitted`).
+const REASONING_TAG: &str = "afm-reasoning-v1:";
+
+/// A reasoning text sealed for the client to keep.
+pub fn seal_reasoning(text: &str) -> String {
+    let mut out = String::with_capacity(REASONING_TAG.len() + 2 * text.len());
+    out.push_str(REASONING_TAG);
+    for b in text.bytes() {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// The reasoning text of a seal this server wrote; `None` for anyone
+/// else's (OpenAI's and Anthropic's are opaque).
+pub fn open_reasoning(sealed: &str) -> Option<String> {
+    let hex = sealed.strip_prefix(REASONING_TAG)?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@ use crate::cpu::kernels::Kernels;
 use crate::device::{self, Device};
 use crate::loading::weights::WeightMode;
 use crate::parsers::ToolCallFormat;
+use crate::runtime::request::OverlongMaxTokens;
 
 /// Engine-wide settings (the server's flags).
 #[derive(Debug, Clone)]
@@ -55,6 +56,9 @@ pub struct EngineConfig {
     /// afm's CPU primitives or MLX's own ops (`--kernels`); `None` leaves
     /// the choice to `AFM_KERNELS`, else `auto` (`cpu::kernels`).
     pub kernels: Option<Kernels>,
+    /// A `max_tokens` past the context beside the prompt: cut to what fits
+    /// (default) or refused (`--refuse-overlong-max-tokens`).
+    pub overlong_max_tokens: OverlongMaxTokens,
 }
 
 impl Default for EngineConfig {
@@ -78,6 +82,7 @@ impl Default for EngineConfig {
             kv_budget_bytes: (Device::current().memory_bytes / 4) >> 20 << 20,
             mlx_cache_bytes: None,
             kernels: None,
+            overlong_max_tokens: OverlongMaxTokens::Cut,
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::runtime::constraint::Constraint;
 use crate::runtime::events::{engine_gone, Completion, EngineEvent, Failure};
 use crate::runtime::grammar::{tool_constraint, GrammarMode, GrammarState};
 use crate::runtime::model_text::ModelText;
-use crate::runtime::request::{GenerationRequest, Prompt, ToolChoice};
+use crate::runtime::request::{fit_max_tokens, GenerationRequest, Prompt, ToolChoice};
 use crate::runtime::scheduler::Scheduler;
 use crate::runtime::sequence::NewSequence;
 use crate::runtime::settings::{worst_case_positions, GenerationSettings};
@@ -185,9 +185,16 @@ impl Engine {
     /// its prompt tokens and output parsing, its fit in the context and KV
     /// budget, its grammar compiled, its settings.
     fn prepare(&self, request: &GenerationRequest) -> Result<(NewSequence, RequestStream)> {
-        let max_tokens = request.checked_max_tokens(&self.text.limits)?;
+        let asked = request.checked_max_tokens(&self.text.limits)?;
         let (prompt, mut output) = self.sequence_prompt(request)?;
-        self.check_fits(request, prompt.len(), max_tokens)?;
+        self.check_fits(request, prompt.len(), asked)?;
+        let max_tokens = fit_max_tokens(
+            asked,
+            request.max_tokens.is_some(),
+            prompt.len(),
+            self.text.limits.context_length,
+            self.config.overlong_max_tokens,
+        )?;
         let (grammar, mode) = self.grammar(request, &mut output)?;
         let (events, rx) = unbounded_channel();
         let sequence = NewSequence {

@@ -42,7 +42,9 @@ pub use generate::{generate, Generation};
 pub use grammar::{GrammarCompiler, GrammarMode, GrammarState, ReasoningPrefix};
 pub use model_text::ModelText;
 pub use prefix_cache::{PrefixCache, PrefixMatch};
-pub use request::{GenerationRequest, Prompt, RequestLimits, ToolChoice};
+pub use request::{
+    fit_max_tokens, GenerationRequest, OverlongMaxTokens, Prompt, RequestLimits, ToolChoice,
+};
 pub use sampler::{argmax, logprobs, Sampler, SamplingParams};
 pub use settings::GenerationSettings;
 pub use stats::{EngineStats, BATCH_SIZE_BUCKETS};

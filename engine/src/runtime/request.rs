@@ -23,6 +23,45 @@ pub struct RequestLimits {
     pub vocab_size: usize,
 }
 
+/// A requested `max_tokens` larger than what the context holds beside
+/// the prompt: cut to what fits (the reply then ends with finish reason
+/// `length`, as llama.cpp and vLLM serve it), or refused (as OpenAI does).
+/// Coding agents send `max_tokens: 32000` whatever the model's context, so
+/// cutting is the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OverlongMaxTokens {
+    #[default]
+    Cut,
+    Refuse,
+}
+
+/// The tokens a request may generate: `asked` (its `max_tokens`, or the
+/// server's default when it gave none, which is always cut) beside a
+/// prompt of `prompt` tokens in a context of `context`.
+pub fn fit_max_tokens(
+    asked: usize,
+    given: bool,
+    prompt: usize,
+    context: usize,
+    policy: OverlongMaxTokens,
+) -> Result<usize> {
+    let room = context.saturating_sub(prompt);
+    if asked <= room {
+        return Ok(asked);
+    }
+    if given && policy == OverlongMaxTokens::Refuse {
+        return Err(EngineError::invalid_param(
+            "max_tokens",
+            format!(
+                "the prompt has {prompt} tokens and max_tokens asks for {asked} more, \
+                 past the model's context of {context} tokens (this server refuses \
+                 rather than cutting max_tokens to {room}: --refuse-overlong-max-tokens)"
+            ),
+        ));
+    }
+    Ok(room)
+}
+
 /// What to continue.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Prompt {
@@ -96,8 +135,9 @@ impl GenerationRequest {
         }
     }
 
-    /// Checks what depends on the model (logprob count, token ids, the
-    /// context) and returns the number of tokens to allow.
+    /// Checks what depends on the model (logprob count, token ids) and
+    /// returns the number of tokens asked for; what fits the context
+    /// beside the prompt is [`fit_max_tokens`]'s to say.
     pub fn checked_max_tokens(&self, limits: &RequestLimits) -> Result<usize> {
         if let Some(k) = self.logprobs {
             if k > limits.max_logprobs {
@@ -122,13 +162,6 @@ impl GenerationRequest {
             Some(0) => Err(EngineError::invalid_param(
                 "max_tokens",
                 "must be at least 1",
-            )),
-            Some(n) if n > limits.context_length => Err(EngineError::invalid_param(
-                "max_tokens",
-                format!(
-                    "{n} is more than the model's context of {} tokens",
-                    limits.context_length
-                ),
             )),
             Some(n) => Ok(n),
             None => Ok(limits.default_max_tokens),
@@ -185,6 +218,28 @@ mod tests {
     }
 
     #[test]
+    fn an_overlong_max_tokens_is_cut_to_what_fits_unless_refused() {
+        use OverlongMaxTokens::{Cut, Refuse};
+        assert_eq!(fit_max_tokens(32000, true, 6000, 8192, Cut).unwrap(), 2192);
+        assert_eq!(fit_max_tokens(100, true, 6000, 8192, Cut).unwrap(), 100);
+        assert_eq!(
+            fit_max_tokens(2192, true, 6000, 8192, Refuse).unwrap(),
+            2192
+        );
+        let err = fit_max_tokens(32000, true, 6000, 8192, Refuse).unwrap_err();
+        let EngineError::InvalidRequest { message, param } = err else {
+            panic!("an invalid request")
+        };
+        assert_eq!(param.as_deref(), Some("max_tokens"));
+        assert!(
+            message.contains("6000") && message.contains("8192"),
+            "{message}"
+        );
+        // The server's own default is cut whatever the policy.
+        assert_eq!(fit_max_tokens(512, false, 8000, 8192, Refuse).unwrap(), 192);
+    }
+
+    #[test]
     fn model_limits_are_checked() {
         let mut r = GenerationRequest::chat(vec![json!({"role": "user", "content": "hi"})]);
         assert_eq!(r.checked_max_tokens(&LIMITS).unwrap(), 100);
@@ -194,10 +249,7 @@ mod tests {
             Some("max_tokens")
         );
         r.max_tokens = Some(4096);
-        assert_eq!(
-            param_of(r.checked_max_tokens(&LIMITS)).as_deref(),
-            Some("max_tokens")
-        );
+        assert_eq!(r.checked_max_tokens(&LIMITS).unwrap(), 4096);
         r.max_tokens = Some(7);
         r.logprobs = Some(21);
         assert_eq!(

@@ -79,6 +79,11 @@ enum Command {
         #[arg(long, default_value = "afm-test-history")]
         out: PathBuf,
     },
+    /// Run the real coding agents (Codex CLI, Claude Code, OpenCode)
+    /// headless against a server: each graded ready or broken, naming its
+    /// first error and the request that caused it. Exits 1 when one is
+    /// broken.
+    Agents(Box<afm_harness::run::agents::AgentsArgs>),
     /// Run several targets (servers, models, flag sets) from a TOML file
     /// into one report with a column per target.
     Matrix {
@@ -127,6 +132,7 @@ fn main() -> ExitCode {
             exit_code(d.has_regressions())
         }),
         Some(Command::History { reports, out }) => history(&reports, &out),
+        Some(Command::Agents(args)) => agents(&args),
         Some(Command::Regrade(args)) => regrade::run(&args).map(|r| {
             print!("{}", r.text());
             if let Some(out) = &args.out {
@@ -148,6 +154,19 @@ fn main() -> ExitCode {
         eprintln!("afm-test: error: {e:#}");
         ExitCode::from(2)
     })
+}
+
+/// The agents run against the server, their table printed; 1 when one is
+/// broken.
+fn agents(args: &afm_harness::run::agents::AgentsArgs) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let report = runtime.block_on(afm_harness::run::agents::run(args))?;
+    print!("{}", afm_harness::run::agents::report_markdown(&report));
+    println!(
+        "afm-test agents: {}",
+        args.out.join("report.json").display()
+    );
+    Ok(exit_code(!report.all_ready()))
 }
 
 /// The history of `paths`' reports written into `out` and told; 0.

@@ -5,6 +5,7 @@
 //! url / server command / in-process; the binaries parse flags, print
 //! and pick exit codes.
 
+pub mod agents;
 pub mod bench;
 pub mod compare;
 pub mod conformance;

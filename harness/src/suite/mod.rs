@@ -142,6 +142,13 @@ pub struct Case {
     /// Ignored by `raw`.
     #[serde(default)]
     pub request: Value,
+    /// The request as JSON text instead (long captured requests, which
+    /// TOML's inline tables cannot hold readably); read into `request`.
+    #[serde(default, skip_serializing)]
+    pub request_json: Option<String>,
+    /// A `sequence` scenario's further requests as a JSON array, likewise.
+    #[serde(default, skip_serializing)]
+    pub then_json: Option<String>,
     /// Endpoint for the request; by default the section dialect's.
     #[serde(default)]
     pub path: Option<String>,
@@ -272,6 +279,28 @@ fn parse_all(files: &[(String, String)]) -> Result<Vec<Section>> {
         for c in &mut section.cases {
             c.path
                 .get_or_insert_with(|| section.dialect.default_path().to_string());
+            if let Some(text) = c.request_json.take() {
+                if !c.request.is_null() {
+                    bail!(
+                        "suite {f}: case '{}' has both request and request_json",
+                        c.id
+                    );
+                }
+                c.request = serde_json::from_str(&text)
+                    .with_context(|| format!("suite {f}: case '{}': request_json", c.id))?;
+            }
+            if let Some(text) = c.then_json.take() {
+                let Scenario::Sequence { then } = &mut c.scenario else {
+                    bail!(
+                        "suite {f}: case '{}': then_json needs a sequence scenario",
+                        c.id
+                    );
+                };
+                then.extend(
+                    serde_json::from_str::<Vec<Value>>(&text)
+                        .with_context(|| format!("suite {f}: case '{}': then_json", c.id))?,
+                );
+            }
         }
         for c in &section.cases {
             if !ids.insert(c.id.clone()) {

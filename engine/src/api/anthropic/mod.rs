@@ -18,7 +18,9 @@ use crate::api::ids::new_id;
 use crate::parsers::ParsedToolCall;
 use crate::runtime::{EngineEvent, FinishReason, RequestStream, Usage};
 
-use request::MessagesRequest;
+use crate::api::thinking::seal_reasoning;
+
+use request::{MessagesRequest, ThinkingDisplay};
 
 impl ApiContext {
     /// `POST /v1/messages`.
@@ -36,6 +38,7 @@ impl ApiContext {
             tool_ids: new_id("toolu_"),
             model: self.model().to_string(),
             stops: generation.stop,
+            display: request.thinking_display(),
         };
         if request.stream {
             let events = MessageEvents {
@@ -44,6 +47,7 @@ impl ApiContext {
                 open: None,
                 blocks: 0,
                 announced: false,
+                thinking: String::new(),
                 queue: Queue::new(),
             };
             return Ok(ApiResponse::Stream {
@@ -55,7 +59,7 @@ impl ApiContext {
         let finish = c.finish_reason.expect("a finished completion");
         let mut content = Vec::new();
         if !c.reasoning.is_empty() {
-            content.push(json!({"type": "thinking", "thinking": c.reasoning, "signature": ""}));
+            content.push(reply.thinking_block(&c.reasoning));
         }
         if !c.text.is_empty() || c.tool_calls.is_empty() {
             content.push(text_block(c.text));
@@ -91,6 +95,8 @@ struct Reply {
     tool_ids: String,
     model: String,
     stops: Vec<String>,
+    /// Whether thinking blocks show their text.
+    display: ThinkingDisplay,
 }
 
 impl Reply {
@@ -108,6 +114,17 @@ impl Reply {
             "container": null,
             "usage": usage_json(usage, 0),
         })
+    }
+
+    /// A whole thinking block: its text unless omitted, and the text sealed
+    /// in its signature, so a client that sends the block back (as Claude
+    /// Code does, shown or omitted) gives the model its reasoning again.
+    fn thinking_block(&self, text: &str) -> Value {
+        let shown = match self.display {
+            ThinkingDisplay::Shown => text,
+            ThinkingDisplay::Omitted => "",
+        };
+        json!({"type": "thinking", "thinking": shown, "signature": seal_reasoning(text)})
     }
 
     fn tool_use(&self, index: usize, call: &ParsedToolCall) -> Value {
@@ -180,6 +197,8 @@ struct MessageEvents {
     blocks: usize,
     /// `message_start` was sent.
     announced: bool,
+    /// The open thinking block's text, sealed in its signature at its end.
+    thinking: String,
     queue: Queue<SseEvent>,
 }
 
@@ -211,7 +230,10 @@ impl Translate for MessageEvents {
             } => {
                 if !reasoning.is_empty() {
                     self.ensure_open(Block::Thinking);
-                    self.delta(json!({"type": "thinking_delta", "thinking": reasoning}));
+                    self.thinking.push_str(&reasoning);
+                    if self.reply.display == ThinkingDisplay::Shown {
+                        self.delta(json!({"type": "thinking_delta", "thinking": reasoning}));
+                    }
                 }
                 if !text.is_empty() {
                     self.ensure_open(Block::Text);
@@ -316,6 +338,10 @@ impl MessageEvents {
     }
 
     fn close(&mut self) {
+        if self.open == Some(Block::Thinking) {
+            let signature = seal_reasoning(&std::mem::take(&mut self.thinking));
+            self.delta(json!({"type": "signature_delta", "signature": signature}));
+        }
         if self.open.take().is_some() {
             self.push(
                 "content_block_stop",

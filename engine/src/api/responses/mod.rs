@@ -20,7 +20,9 @@ use crate::api::event_queue::{Queue, Translate};
 use crate::api::ids::{new_id, unix_now};
 use crate::runtime::{EngineEvent, FinishReason, RequestStream, TokenLogprob, Usage};
 
-use request::{ResponsesRequest, PARAM_NAMES};
+use crate::api::thinking::seal_reasoning;
+
+use request::{ResponsesRequest, ToolNames, PARAM_NAMES};
 
 impl ApiContext {
     /// `POST /v1/responses`.
@@ -52,7 +54,7 @@ impl ApiContext {
             "parallel_tool_calls": generation.parallel_tool_calls,
             "previous_response_id": null,
             "reasoning": {"effort": null, "summary": null},
-            "store": false,
+            "store": request.store.unwrap_or(false),
             "temperature": generation.sampling.temperature,
             "top_p": generation.sampling.top_p,
             "text": request.text.clone().unwrap_or_else(|| json!({"format": {"type": "text"}})),
@@ -66,6 +68,8 @@ impl ApiContext {
             items: Vec::new(),
             call_ids: new_id("call_"),
             cut: false,
+            names: request.tool_names(),
+            seal_reasoning: request.include_reasoning(),
         };
         if request.stream {
             let events = ResponseEvents {
@@ -131,6 +135,10 @@ struct Output {
     call_ids: String,
     /// The reply was cut by `max_output_tokens`.
     cut: bool,
+    /// Namespaced tools' flat names: a call is reported in its namespace.
+    names: ToolNames,
+    /// Reasoning items carry `encrypted_content` (`include`).
+    seal_reasoning: bool,
 }
 
 impl Output {
@@ -168,12 +176,18 @@ impl Output {
         };
         let text = if done { item.text.as_str() } else { "" };
         match item.kind {
-            Kind::Reasoning => json!({
-                "type": "reasoning",
-                "id": item.id,
-                "summary": [],
-                "content": if done { json!([{"type": "reasoning_text", "text": text}]) } else { json!([]) },
-            }),
+            Kind::Reasoning => {
+                let mut r = json!({
+                    "type": "reasoning",
+                    "id": item.id,
+                    "summary": [],
+                    "content": if done { json!([{"type": "reasoning_text", "text": text}]) } else { json!([]) },
+                });
+                if self.seal_reasoning && done {
+                    r["encrypted_content"] = seal_reasoning(text).into();
+                }
+                r
+            }
             Kind::Message => json!({
                 "type": "message",
                 "id": item.id,
@@ -181,14 +195,21 @@ impl Output {
                 "role": "assistant",
                 "content": if done { json!([self.text_part(item)]) } else { json!([]) },
             }),
-            Kind::FunctionCall => json!({
-                "type": "function_call",
-                "id": item.id,
-                "call_id": format!("{}_{}", self.call_ids, item.call_index),
-                "name": item.name,
-                "arguments": text,
-                "status": status,
-            }),
+            Kind::FunctionCall => {
+                let (namespace, name) = self.names.split(item.name.as_deref().unwrap_or_default());
+                let mut call = json!({
+                    "type": "function_call",
+                    "id": item.id,
+                    "call_id": format!("{}_{}", self.call_ids, item.call_index),
+                    "name": name,
+                    "arguments": text,
+                    "status": status,
+                });
+                if let Some(ns) = namespace {
+                    call["namespace"] = ns.into();
+                }
+                call
+            }
         }
     }
 
@@ -418,7 +439,8 @@ impl ResponseEvents {
                 }));
             }
             Kind::FunctionCall => {
-                let name = item.name.clone();
+                let flat = item.name.clone().unwrap_or_default();
+                let name = self.out.names.split(&flat).1.to_string();
                 self.push(json!({
                     "type": "response.function_call_arguments.done",
                     "item_id": id, "output_index": k, "name": name, "arguments": text,

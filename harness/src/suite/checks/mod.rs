@@ -85,6 +85,10 @@ pub enum Check {
     /// a server leaves room for the answer is the thinking_budget section's
     /// question (its cases keep `content_non_empty`).
     Answered,
+    /// An agent's turn was taken: content with text, or a call of one of
+    /// the offered tools (an agent's model may answer either way), or
+    /// reasoning cut by `max_tokens`, as `answered`.
+    TurnTaken,
     /// A regex over the content (`(?i)` for case-insensitive).
     ContentMatches {
         pattern: String,
@@ -160,6 +164,12 @@ pub enum Check {
     /// The stream follows its protocol's event rules (OpenAI chunks and
     /// `[DONE]`, Anthropic's event order, Responses' numbered events).
     Sse,
+    /// Responses, as Codex matches them: each output item keeps one `id`
+    /// from `response.output_item.added` through `.done` to the final
+    /// response, and a function call keeps its `call_id`, `name` and
+    /// `namespace` (a call of a tool inside a `namespace` tool names that
+    /// namespace, the tool by its own name).
+    ItemIds,
     Header {
         name: String,
         equals: String,
@@ -503,11 +513,21 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         Check::NoError => errors::no_error(ex, &r),
         Check::RefusedOrCall => errors::refused_or_call(ex, &r),
         Check::Sse => wire::sse(ex),
+        Check::ItemIds => wire::item_ids(ex),
         Check::NoSplitCharacters => wire::no_split_characters(ex),
         Check::Schema => wire::published_schema(ex),
         Check::FinishReason { one_of } => content::finish_reason(&r, one_of),
         Check::ContentNonEmpty => content::non_empty(&r),
         Check::Answered => content::answered(&r),
+        Check::TurnTaken => match r.tool_calls.is_empty() {
+            false => Ok(()),
+            true => content::answered(&r).map_err(|(_, actual)| {
+                (
+                    "text, a tool call, or reasoning cut by max_tokens".into(),
+                    actual,
+                )
+            }),
+        },
         Check::ContentMatches { pattern } => content::matches(&r, pattern),
         Check::ContentNotContains { any } => content::not_contains(&r, any),
         Check::NoRepetition { max } => content::no_repetition(&r, *max),

@@ -1,7 +1,11 @@
 //! Checks on the reply as its protocol sends it, rather than on what it
 //! says: the stream's event rules, characters kept whole across events,
-//! and the vendor's published schema (`sse`, `no_split_characters`,
-//! `schema`).
+//! Codex's item matching, and the vendor's published schema (`sse`,
+//! `no_split_characters`, `item_ids`, `schema`).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
 
 use crate::outcome::{clip, ensure, Outcome};
 use crate::protocol::dialect::Dialect;
@@ -10,6 +14,118 @@ use crate::protocol::exchange::Exchange;
 /// Each protocol's own rules (see [`Dialect::stream_protocol`]).
 pub(super) fn sse(ex: &Exchange) -> Outcome {
     Dialect::of(ex).stream_protocol(ex)
+}
+
+/// Codex's matching of a Responses reply ([`Check::ItemIds`]): items by
+/// `id`, function calls by `call_id`, namespaced tools by `namespace`.
+///
+/// [`Check::ItemIds`]: super::Check::ItemIds
+pub(super) fn item_ids(ex: &Exchange) -> Outcome {
+    // The items as the reply ends: the final response's (or the body's).
+    let last = ex.chunks.last();
+    let final_items: Vec<Value> = match last {
+        Some(e) => e["response"]["output"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+        None => ex.body["output"].as_array().cloned().unwrap_or_default(),
+    };
+    ensure(
+        !final_items.is_empty(),
+        "a response with output items",
+        || clip(&last.unwrap_or(&ex.body).to_string()),
+    )?;
+    let namespaces = namespaced_tools(&ex.request);
+    for item in &final_items {
+        ensure(
+            item["id"].as_str().is_some_and(|id| !id.is_empty()),
+            "every output item has an id",
+            || clip(&item.to_string()),
+        )?;
+        if item["type"] == "function_call" {
+            ensure(
+                item["call_id"].as_str().is_some_and(|c| !c.is_empty()),
+                "every function call has a call_id",
+                || clip(&item.to_string()),
+            )?;
+            let name = item["name"].as_str().unwrap_or_default();
+            let namespace = item["namespace"].as_str();
+            let offered = namespaces
+                .iter()
+                .any(|(ns, n)| n == name && ns.as_deref() == namespace);
+            ensure(
+                offered,
+                "a call of an offered tool, in its namespace",
+                || format!("name {name:?}, namespace {namespace:?}"),
+            )?;
+        }
+    }
+    let ids: BTreeSet<&str> = final_items
+        .iter()
+        .filter_map(|i| i["id"].as_str())
+        .collect();
+    ensure(ids.len() == final_items.len(), "distinct item ids", || {
+        format!("{} items, {} ids", final_items.len(), ids.len())
+    })?;
+    // Streamed: what each event said of an item is what the end says.
+    for e in &ex.chunks {
+        let kind = e["type"].as_str().unwrap_or_default();
+        let Some(index) = e["output_index"].as_u64() else {
+            continue;
+        };
+        let Some(end) = final_items.get(index as usize) else {
+            return Err((
+                "events of items the final response holds".into(),
+                clip(&e.to_string()),
+            ));
+        };
+        let said = match kind {
+            "response.output_item.added" | "response.output_item.done" => &e["item"]["id"],
+            _ => &e["item_id"],
+        };
+        if !said.is_null() {
+            ensure(said == &end["id"], "one id per item across events", || {
+                format!("{kind} says {said}, the final response {}", end["id"])
+            })?;
+        }
+        if kind == "response.output_item.done" && end["type"] == "function_call" {
+            for field in ["call_id", "name", "namespace"] {
+                ensure(
+                    e["item"][field] == end[field],
+                    "a call's call_id, name and namespace the same when done and at the end",
+                    || {
+                        format!(
+                            "{field}: {} when done, {} at the end",
+                            e["item"][field], end[field]
+                        )
+                    },
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The function tools of a Responses request: (namespace, name).
+fn namespaced_tools(request: &Value) -> Vec<(Option<String>, String)> {
+    let mut out = Vec::new();
+    for t in request["tools"].as_array().into_iter().flatten() {
+        match t["type"].as_str() {
+            Some("namespace") => {
+                for f in t["tools"].as_array().into_iter().flatten() {
+                    if let (Some(ns), Some(n)) = (t["name"].as_str(), f["name"].as_str()) {
+                        out.push((Some(ns.to_string()), n.to_string()));
+                    }
+                }
+            }
+            _ => {
+                if let Some(n) = t["name"].as_str() {
+                    out.push((None, n.to_string()));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A text delta ending in U+FFFD with another delta after it is a
@@ -138,5 +254,39 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].grade, crate::suite::checks::Grade::Spec);
         assert!(found[0].actual.contains("function_call"), "{found:?}");
+    }
+
+    #[test]
+    fn a_call_whose_ids_drift_or_whose_namespace_is_lost_fails_item_ids() {
+        let request = json!({"tools": [
+            {"type": "function", "name": "exec_command"},
+            {"type": "namespace", "name": "multi_agent_v1", "tools": [{"type": "function", "name": "spawn_agent"}]}
+        ]});
+        let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+            "name": "spawn_agent", "namespace": "multi_agent_v1", "arguments": "{}", "status": "completed"});
+        let stream = |done: Value, end: Value| {
+            let mut ex = crate::suite::checks::fixtures::chat_stream(&[]);
+            ex.path = "/v1/responses".into();
+            ex.request = request.clone();
+            ex.chunks = vec![
+                json!({"type": "response.created", "response": {"id": "r", "output": []}}),
+                json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "spawn_agent", "arguments": ""}}),
+                json!({"type": "response.output_item.done", "output_index": 0, "item": done}),
+                json!({"type": "response.completed", "response": {"id": "r", "output": [end]}}),
+            ];
+            ex
+        };
+        assert_eq!(
+            check_one(&Check::ItemIds, &stream(call.clone(), call.clone())),
+            Ok(())
+        );
+        let mut drifted = call.clone();
+        drifted["call_id"] = json!("call_2");
+        assert!(check_one(&Check::ItemIds, &stream(call.clone(), drifted)).is_err());
+        let mut flat = call.clone();
+        flat.as_object_mut().unwrap().remove("namespace");
+        flat["name"] = json!("multi_agent_v1__spawn_agent");
+        let (expected, _) = check_one(&Check::ItemIds, &stream(flat.clone(), flat)).unwrap_err();
+        assert_eq!(expected, "a call of an offered tool, in its namespace");
     }
 }
