@@ -588,7 +588,7 @@ mod tests {
             Some("temperature")
         );
         assert_eq!(
-            param(json!({"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]}))
+            param(json!({"max_tokens": 5, "messages": [{"role": "wizard", "content": "x"}]}))
                 .as_deref(),
             Some("messages[0].role")
         );

@@ -97,7 +97,9 @@ pub async fn run(
     std::fs::write(work.join("main.py"), "print('hi')\n")?;
     let program: PathBuf = bin.join(agent.command());
     let mut cmd = Command::new(&program);
+    // PWD too: OpenCode finds its project (and opencode.json) by it.
     cmd.current_dir(&work)
+        .env("PWD", &work)
         .env("HOME", &home)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
@@ -128,11 +130,13 @@ pub async fn run(
                 .args(["-p", prompt, "--model", model, "--allowedTools", "Bash(ls)"]);
         }
         Agent::OpenCode => {
+            let mut models = serde_json::Map::new();
+            models.insert(model.to_string(), serde_json::json!({"name": model}));
             let config = serde_json::json!({
                 "provider": {"local": {
                     "npm": "@ai-sdk/openai-compatible", "name": "local",
                     "options": {"baseURL": format!("{base}/v1"), "apiKey": "sk-local"},
-                    "models": {model: {"name": model}},
+                    "models": models,
                 }},
                 "model": format!("local/{model}"),
                 "autoupdate": false,

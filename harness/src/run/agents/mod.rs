@@ -85,7 +85,7 @@ impl Task {
 }
 
 const TEXT_PROMPT: &str = "Say hello.";
-const SHELL_PROMPT: &str = "List the files here: run ls with your shell tool.";
+const SHELL_PROMPT: &str = "List the files here.";
 
 /// One task's outcome.
 #[derive(Debug, Clone, Serialize)]

@@ -264,7 +264,7 @@ mod tests {
         ]});
         let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
             "name": "spawn_agent", "namespace": "multi_agent_v1", "arguments": "{}", "status": "completed"});
-        let stream = |done: Value, end: Value| {
+        let stream = |done: serde_json::Value, end: serde_json::Value| {
             let mut ex = crate::suite::checks::fixtures::chat_stream(&[]);
             ex.path = "/v1/responses".into();
             ex.request = request.clone();
