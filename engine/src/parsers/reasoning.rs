@@ -208,8 +208,12 @@ impl ReasoningSplitter {
                 }
                 State::Content => {
                     let mut ends: Vec<&str> = TURN_ENDS.to_vec();
-                    if self.gemma() {
-                        ends.extend([THOUGHT_CHANNEL, RESPONSE_CHANNEL, CHANNEL_CLOSE]);
+                    match self.gemma() {
+                        true => ends.extend([THOUGHT_CHANNEL, RESPONSE_CHANNEL, CHANNEL_CLOSE]),
+                        // A stray close after reasoning ended (a small model
+                        // that closes twice) is dropped, as vLLM's Qwen3
+                        // parser swallows it: markers never reach content.
+                        false => ends.push(ReasoningFormat::Think.close()),
                     }
                     if !self.emit_until(&ends, last, out, Routed::Content) {
                         return;
@@ -349,6 +353,21 @@ mod tests {
         assert_eq!(
             split(None, &["plain <think> text"]),
             ("".into(), "plain <think> text".into())
+        );
+    }
+
+    #[test]
+    fn a_stray_close_in_content_is_dropped() {
+        assert_eq!(
+            split(
+                Some(ReasoningFormat::Think),
+                &["plan</think>\n\nDone.\n</th", "ink>\n\nAgain."]
+            ),
+            ("plan".into(), "Done.\nAgain.".into())
+        );
+        assert_eq!(
+            split(None, &["Hi.</think>there"]),
+            ("".into(), "Hi.there".into())
         );
     }
 
