@@ -80,9 +80,9 @@ enum Command {
         out: PathBuf,
     },
     /// Run the real coding agents (Codex CLI, Claude Code, OpenCode)
-    /// headless against a server: each graded ready or broken, naming its
-    /// first error and the request that caused it. Exits 1 when one is
-    /// broken.
+    /// headless against a server: each graded ready, broken (naming its
+    /// first error and the request that caused it) or unproven (the model
+    /// did not do a task). Exits 1 when one is broken.
     Agents(Box<afm_harness::run::agents::AgentsArgs>),
     /// Run several targets (servers, models, flag sets) from a TOML file
     /// into one report with a column per target.
@@ -156,8 +156,8 @@ fn main() -> ExitCode {
     })
 }
 
-/// The agents run against the server, their table printed; 1 when one is
-/// broken.
+/// The agents run against the server, their table printed; 1 when the
+/// server broke one.
 fn agents(args: &afm_harness::run::agents::AgentsArgs) -> Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     let report = runtime.block_on(afm_harness::run::agents::run(args))?;
@@ -166,7 +166,7 @@ fn agents(args: &afm_harness::run::agents::AgentsArgs) -> Result<ExitCode> {
         "afm-test agents: {}",
         args.out.join("report.json").display()
     );
-    Ok(exit_code(!report.all_ready()))
+    Ok(exit_code(report.any_broken()))
 }
 
 /// The history of `paths`' reports written into `out` and told; 0.

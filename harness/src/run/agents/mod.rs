@@ -1,7 +1,10 @@
 //! `afm-test agents`: the real coding agents (Codex CLI, Claude Code,
 //! OpenCode), run headless as their users run them, against any server,
-//! each graded `ready` or `broken`, a broken one named with its first error
-//! and the request that caused it.
+//! each graded `ready`, `broken` (the server refused or failed a request,
+//! or the agent could not go on: named with its first error and the request
+//! that caused it) or `unproven` (every request was served, but the model
+//! did not do a task, e.g. called no shell tool: a small model's doing,
+//! never counted against the server).
 //!
 //! Every agent gets the same tasks, each in a fresh scratch folder, through
 //! a forwarding [`recorder`] that keeps each request and its answer:
@@ -85,22 +88,47 @@ impl Task {
 }
 
 const TEXT_PROMPT: &str = "Say hello.";
-const SHELL_PROMPT: &str = "List the files here.";
+/// The shell task names the agent's own shell tool, so a small model
+/// knows which of the many offered tools is meant.
+fn shell_prompt(agent: Agent) -> String {
+    format!(
+        "List the files here: call the {} tool with the command ls.",
+        agent.shell_tools()[0]
+    )
+}
+
+/// Whose doing a failed task is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Blame {
+    /// A request refused or failed, a broken stream, the agent stopped.
+    Server,
+    /// Every request served; the model did not do the task.
+    Model,
+}
 
 /// One task's outcome.
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskResult {
     pub task: Task,
     pub passed: bool,
-    /// Why it failed, in words.
+    /// Why it failed, in words, and whose doing that is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blame: Option<Blame>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     pub seconds: f64,
     /// The agent's last lines.
     pub output_tail: String,
     pub requests: usize,
+    /// Seconds the agent's first turn (its first request offering tools)
+    /// took to its reply's end, and the cached prompt tokens it reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_turn_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_turn_cached_tokens: Option<u64>,
 }
 
 /// One agent's grade.
@@ -109,9 +137,10 @@ pub struct AgentResult {
     pub agent: String,
     pub package: String,
     pub protocol: String,
-    /// `ready` or `broken`.
+    /// `ready`, `broken` or `unproven`.
     pub grade: String,
-    /// A broken agent's first error, and the request that caused it.
+    /// A broken agent's first error, and the request that caused it (an
+    /// unproven one's first task the model did not do).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
     pub tasks: Vec<TaskResult>,
@@ -126,8 +155,9 @@ pub struct AgentsReport {
 }
 
 impl AgentsReport {
-    pub fn all_ready(&self) -> bool {
-        self.agents.iter().all(|a| a.grade == "ready")
+    /// Whether the server broke an agent (an unproven one is the model's).
+    pub fn any_broken(&self) -> bool {
+        self.agents.iter().any(|a| a.grade == "broken")
     }
 }
 
@@ -212,28 +242,37 @@ async fn run_agent(
     args: &AgentsArgs,
 ) -> Result<AgentResult> {
     let limit = Duration::from_secs(args.task_timeout);
-    let mut tasks = Vec::new();
-    let mut first_error = None;
+    let mut tasks: Vec<TaskResult> = Vec::new();
     let mut shell_requests = Vec::new();
-    for (task, prompt) in [(Task::Text, TEXT_PROMPT), (Task::Shell, SHELL_PROMPT)] {
+    for task in [Task::Text, Task::Shell] {
+        let prompt = match task {
+            Task::Shell => shell_prompt(agent),
+            _ => TEXT_PROMPT.to_string(),
+        };
         let recorder = Recorder::start(base).await?;
-        let scratch = tempdir(&format!("afm-agents-{}-{}", agent.name(), task.name()))?;
-        let out = clients::run(agent, bin, &recorder.base, model, prompt, &scratch, limit).await?;
+        // One folder per agent, emptied between tasks: the agents put
+        // their working folder in the system prompt, so only the same
+        // path lets a later task's prompt share the earlier one's prefix.
+        let scratch = tempdir(&format!("afm-agents-{}", agent.name()))?;
+        let out = clients::run(agent, bin, &recorder.base, model, &prompt, &scratch, limit).await?;
         let _ = std::fs::remove_dir_all(&scratch);
         let requests = recorder.requests();
         save(&args.out.join(agent.name()).join(task.name()), &requests)?;
         let failure = judge(agent, task, &out, &requests);
-        if let (None, Some(f)) = (&first_error, &failure) {
-            first_error = Some(format!("{}: {f}", task.name()));
-        }
+        let first_turn = requests
+            .iter()
+            .find(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()));
         tasks.push(TaskResult {
             task,
             passed: failure.is_none(),
-            failure,
+            blame: failure.as_ref().map(|f| f.0),
+            failure: failure.map(|f| f.1),
             exit_code: out.exit_code,
             seconds: out.seconds,
             output_tail: tail(&out.output, 20),
             requests: requests.len(),
+            first_turn_seconds: first_turn.map(|r| r.millis / 1e3),
+            first_turn_cached_tokens: first_turn.and_then(|r| r.cached_tokens),
         });
         if task == Task::Shell {
             shell_requests = requests;
@@ -241,31 +280,39 @@ async fn run_agent(
     }
     // The shell task's second turn, from the cache.
     let cached = cache_failure(&shell_requests);
-    if let (None, Some(f)) = (&first_error, &cached) {
-        first_error = Some(format!("cached: {f}"));
-    }
     tasks.push(TaskResult {
         task: Task::Cached,
         passed: cached.is_none(),
-        failure: cached,
+        blame: cached.as_ref().map(|f| f.0),
+        failure: cached.map(|f| f.1),
         exit_code: None,
         seconds: 0.0,
         output_tail: String::new(),
         requests: shell_requests.len(),
+        first_turn_seconds: None,
+        first_turn_cached_tokens: None,
     });
+    let (grade, first_error) = grade(&tasks);
     Ok(AgentResult {
         agent: agent.name().into(),
         package: agent.package().into(),
         protocol: agent.protocol().into(),
-        grade: if first_error.is_none() {
-            "ready"
-        } else {
-            "broken"
-        }
-        .into(),
+        grade: grade.into(),
         first_error,
         tasks,
     })
+}
+
+/// `broken` on any failure of the server's, else `unproven` on any of
+/// the model's, else `ready`; with the first such failure.
+fn grade(tasks: &[TaskResult]) -> (&'static str, Option<String>) {
+    for (blame, grade) in [(Blame::Server, "broken"), (Blame::Model, "unproven")] {
+        if let Some(t) = tasks.iter().find(|t| t.blame == Some(blame)) {
+            let why = t.failure.as_deref().unwrap_or_default();
+            return (grade, Some(format!("{}: {why}", t.task.name())));
+        }
+    }
+    ("ready", None)
 }
 
 /// Why a task failed, if it did: the first request the server refused or
@@ -275,39 +322,53 @@ pub fn judge(
     task: Task,
     out: &clients::RunOutput,
     requests: &[Recorded],
-) -> Option<String> {
+) -> Option<(Blame, String)> {
     if let Some((k, r)) = requests
         .iter()
         .enumerate()
         .find(|(_, r)| r.status >= 400 || r.error.is_some())
     {
-        return Some(format!(
-            "{} on {} {} (request {} of {}, {}): {}",
-            match r.status {
-                0 => "no answer".to_string(),
-                s => format!("HTTP {s}"),
-            },
-            r.method,
-            r.path,
-            k + 1,
-            requests.len(),
-            describe(&r.body),
-            r.error.as_deref().map(first_line).unwrap_or_default()
+        return Some((
+            Blame::Server,
+            format!(
+                "{} on {} {} (request {} of {}, {}): {}",
+                match r.status {
+                    0 => "no answer".to_string(),
+                    s => format!("HTTP {s}"),
+                },
+                r.method,
+                r.path,
+                k + 1,
+                requests.len(),
+                describe(&r.body),
+                r.error.as_deref().map(first_line).unwrap_or_default()
+            ),
         ));
     }
     if requests.is_empty() {
-        return Some(format!(
-            "the agent sent no request; it printed: {}",
-            first_line(&tail(&out.output, 5))
+        return Some((
+            Blame::Server,
+            format!(
+                "the agent sent no request; it printed: {}",
+                first_line(&tail(&out.output, 5))
+            ),
         ));
     }
     match out.exit_code {
-        None => return Some("the agent did not finish within the time limit".into()),
+        None => {
+            return Some((
+                Blame::Server,
+                "the agent did not finish within the time limit".into(),
+            ))
+        }
         Some(0) => {}
         Some(code) => {
-            return Some(format!(
-                "the agent exited with code {code}: {}",
-                first_line(&tail(&out.output, 5))
+            return Some((
+                Blame::Server,
+                format!(
+                    "the agent exited with code {code}: {}",
+                    first_line(&tail(&out.output, 5))
+                ),
             ))
         }
     }
@@ -316,27 +377,37 @@ pub fn judge(
             .iter()
             .any(|r| carries_shell_result(agent, &r.body))
     {
-        return Some(format!(
+        return Some((Blame::Model, format!(
             "no request carried the result of a call to its shell tool ({}): the model did not call it",
             agent.shell_tools().join(", ")
-        ));
+        )));
     }
     None
 }
 
 /// The cached task: a turn after the first reports cached prompt tokens.
-fn cache_failure(shell: &[Recorded]) -> Option<String> {
+/// Not reached is the shell task's failure, whoever's that was.
+fn cache_failure(shell: &[Recorded]) -> Option<(Blame, String)> {
     let later: Vec<&Recorded> = shell
         .iter()
         .filter(|r| r.status == 200 && carries_any_result(&r.body))
         .collect();
     if later.is_empty() {
-        return Some("not reached: the shell task sent no second turn".into());
+        return Some((
+            Blame::Model,
+            "not reached: the shell task sent no second turn".into(),
+        ));
     }
     match later.iter().filter_map(|r| r.cached_tokens).max() {
         Some(n) if n > 0 => None,
-        Some(_) => Some("the second turn reported 0 cached tokens".into()),
-        None => Some("the second turn's reply reported no cached-token count".into()),
+        Some(_) => Some((
+            Blame::Server,
+            "the second turn reported 0 cached tokens".into(),
+        )),
+        None => Some((
+            Blame::Server,
+            "the second turn's reply reported no cached-token count".into(),
+        )),
     }
 }
 
@@ -442,12 +513,12 @@ fn save(dir: &Path, requests: &[Recorded]) -> Result<()> {
     Ok(())
 }
 
+/// An empty folder named for this run and `prefix`.
 fn tempdir(prefix: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        chrono::Utc::now().timestamp_micros()
-    ));
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
@@ -466,6 +537,7 @@ mod tests {
             status,
             error: error.map(str::to_string),
             cached_tokens: None,
+            millis: 1.0,
         }
     }
 
@@ -486,7 +558,8 @@ mod tests {
             body,
             Some("{\"type\":\"error\",\"error\":{\"message\":\"thinking.type: bad\"}}"),
         );
-        let why = judge(Agent::ClaudeCode, Task::Text, &finished(), &[r]).unwrap();
+        let (blame, why) = judge(Agent::ClaudeCode, Task::Text, &finished(), &[r]).unwrap();
+        assert_eq!(blame, Blame::Server);
         assert!(
             why.starts_with("HTTP 400 on POST /v1/messages?beta=true (request 1 of 1"),
             "{why}"
@@ -504,7 +577,13 @@ mod tests {
             json!({"messages": [{"role": "user", "content": "ls"}]}),
             None,
         );
-        let why = judge(Agent::OpenCode, Task::Shell, &finished(), &[first.clone()]).unwrap();
+        let (blame, why) =
+            judge(Agent::OpenCode, Task::Shell, &finished(), &[first.clone()]).unwrap();
+        assert_eq!(
+            blame,
+            Blame::Model,
+            "a model that calls no tool is not the server's doing"
+        );
         assert!(why.contains("did not call it"), "{why}");
         let second = recorded(
             200,
@@ -526,6 +605,7 @@ mod tests {
         );
         assert!(cache_failure(std::slice::from_ref(&second))
             .unwrap()
+            .1
             .contains("no cached-token count"));
         let mut hit = second;
         hit.cached_tokens = Some(900);

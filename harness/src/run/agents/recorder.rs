@@ -31,6 +31,8 @@ pub struct Recorded {
     /// (`cached_tokens`, `cache_read_input_tokens`), when it says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    /// Milliseconds from the request to its reply's last byte.
+    pub millis: f64,
 }
 
 struct Shared {
@@ -108,7 +110,9 @@ async fn forward(
         status: 0,
         error: None,
         cached_tokens: None,
+        millis: 0.0,
     }));
+    let started = std::time::Instant::now();
     shared.log.lock().expect("log").push(entry.clone());
     let mut out = shared
         .client
@@ -124,6 +128,7 @@ async fn forward(
         Err(e) => {
             let mut r = entry.lock().expect("entry");
             r.status = 502;
+            r.millis = started.elapsed().as_secs_f64() * 1e3;
             r.error = Some(format!("the server did not answer: {e}"));
             return Response::builder()
                 .status(StatusCode::BAD_GATEWAY)
@@ -147,7 +152,10 @@ async fn forward(
             let (mut reply, mut seen) = state?;
             match reply.chunk().await {
                 Ok(Some(piece)) => {
-                    seen.read(&piece, failed, &mut entry.lock().expect("entry"));
+                    let mut e = entry.lock().expect("entry");
+                    seen.read(&piece, failed, &mut e);
+                    e.millis = started.elapsed().as_secs_f64() * 1e3;
+                    drop(e);
                     Some((Ok::<Bytes, std::io::Error>(piece), Some((reply, seen))))
                 }
                 Ok(None) => None,

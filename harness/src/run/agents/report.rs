@@ -31,8 +31,11 @@ pub fn markdown(report: &AgentsReport) -> String {
         "## Coding agents against `{}` (model `{}`)\n",
         report.target, report.model
     );
-    let _ = writeln!(out, "| agent | protocol | grade | text | shell | cached |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| agent | protocol | grade | text | shell | cached | first turn, cold / warm |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     for a in &report.agents {
         let cell = |name: &str| {
             a.tasks
@@ -43,23 +46,35 @@ pub fn markdown(report: &AgentsReport) -> String {
                     false => "fail".to_string(),
                 })
         };
+        // The text task's first turn is cold; the shell task's, sent
+        // after it with the same instructions and tools, may be cached.
+        let turn = |name: &str| {
+            a.tasks
+                .iter()
+                .find(|t| t.task.name() == name)
+                .and_then(|t| t.first_turn_seconds)
+                .map_or("-".to_string(), |s| format!("{s:.1} s"))
+        };
         let _ = writeln!(
             out,
-            "| {} (`{}`) | {} | **{}** | {} | {} | {} |",
+            "| {} (`{}`) | {} | **{}** | {} | {} | {} | {} / {} |",
             a.agent,
             a.package,
             a.protocol,
             a.grade,
             cell("text"),
             cell("shell"),
-            cell("cached")
+            cell("cached"),
+            turn("text"),
+            turn("shell")
         );
     }
     for a in report.agents.iter().filter(|a| a.first_error.is_some()) {
         let _ = writeln!(
             out,
-            "\n**{}** is broken: {}",
+            "\n**{}** is {}: {}",
             a.agent,
+            a.grade,
             a.first_error
                 .as_deref()
                 .unwrap_or_default()
