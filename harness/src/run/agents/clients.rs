@@ -162,6 +162,8 @@ pub async fn run(
         }
         Err(_) => (None, format!("stopped after {} s", limit.as_secs())),
     };
+    // The scratch folder is this run's, not something to publish.
+    let output = output.replace(&scratch.display().to_string(), "<scratch>");
     Ok(RunOutput {
         exit_code,
         output: strip_ansi(&output),
