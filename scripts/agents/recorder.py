@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""A recorder between a coding agent and a server: writes every request the
-agent sends (method, path, query, headers, JSON body) to a folder, one file
-per request, in order. It either forwards each request to a real server
-(`--upstream URL`, replies streamed back as they come) or answers it itself
-from a script (`--script shell|text`), so an agent's later turns (after a
-tool call) are captured whatever model, if any, is behind it.
+"""A recorder for a coding agent: writes every request the agent sends
+(method, path, query, headers, JSON body) to a folder, one file per
+request, in order, and answers it itself from a script (`--script
+shell|text`), so an agent's later turns (after a tool call) are captured
+whatever server or model there is. (To log what an agent sends to a real
+server instead, scripts/interop/clients/capture_proxy.py forwards.)
 
 The script answers in the protocol the request speaks (chat completions,
 Anthropic Messages, OpenAI Responses), streamed or whole:
@@ -15,7 +15,6 @@ Anthropic Messages, OpenAI Responses), streamed or whole:
 Secrets (authorization, x-api-key) are never written.
 """
 import argparse
-import http.client
 import http.server
 import itertools
 import json
@@ -125,39 +124,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def handle_any(self):
         raw = self.read_body()
         body = self.record(raw)
-        if self.server.upstream:
-            self.forward(raw)
-        else:
-            self.answer(body if isinstance(body, dict) else {})
+        self.answer(body if isinstance(body, dict) else {})
 
     do_GET = do_POST = do_PUT = do_DELETE = handle_any
-
-    # --- forwarding -----------------------------------------------------
-    def forward(self, raw):
-        up = urllib.parse.urlsplit(self.server.upstream)
-        conn = http.client.HTTPConnection(up.hostname, up.port, timeout=3600)
-        headers = {
-            k: v
-            for k, v in self.headers.items()
-            if k.lower() not in ("host", "content-length", "accept-encoding", "connection")
-        }
-        headers["content-length"] = str(len(raw))
-        conn.request(self.command, self.path, body=raw or None, headers=headers)
-        resp = conn.getresponse()
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in ("transfer-encoding", "content-length", "connection"):
-                self.send_header(k, v)
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        while True:
-            chunk = resp.read1(65536)
-            if not chunk:
-                break
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
-        conn.close()
 
     # --- scripted replies -------------------------------------------------
     def answer(self, body):
@@ -294,15 +263,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--out", required=True, help="folder the requests are written to")
-    group = ap.add_mutually_exclusive_group(required=True)
-    group.add_argument("--upstream", help="forward to this server (http://HOST:PORT)")
-    group.add_argument("--script", choices=["shell", "text"], help="answer from this script")
+    ap.add_argument("--script", choices=["shell", "text"], required=True, help="how to answer")
     ap.add_argument("--model", default="recorded")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    server.out, server.upstream, server.script, server.model = args.out, args.upstream, args.script, args.model
-    print(f"recorder on 127.0.0.1:{args.port} -> {args.upstream or 'script ' + args.script}", file=sys.stderr, flush=True)
+    server.out, server.script, server.model = args.out, args.script, args.model
+    print(f"recorder on 127.0.0.1:{args.port}, answering by script '{args.script}'", file=sys.stderr, flush=True)
     server.serve_forever()
 
 
