@@ -337,7 +337,8 @@ fn template_messages(system: Option<&Value>, messages: &[Value]) -> Result<Vec<V
             Some("user") => user_turn(&blocks, &at, &mut out)?,
             Some("assistant") => out.push(assistant_turn(&blocks, &at)?),
             // Claude Code sends its environment as a system turn among the
-            // messages; the template places it as it places any.
+            // messages; the template places it as it places any. Alone, with
+            // no user turn, it is no conversation: refused below.
             Some("system") => out.push(json!({
                 "role": "system",
                 "content": text_of(&Value::Array(blocks), &format!("{at}.content"))?,
@@ -348,6 +349,18 @@ fn template_messages(system: Option<&Value>, messages: &[Value]) -> Result<Vec<V
                     "must be 'user', 'assistant' or 'system'",
                 ))
             }
+        }
+    }
+    let user = |m: &Value| m["role"] == "user" || m["role"] == "tool";
+    if !out.iter().any(user) {
+        let first_system = messages
+            .iter()
+            .position(|m| m.get("role").and_then(Value::as_str) == Some("system"));
+        if let Some(i) = first_system {
+            return Err(ApiError::invalid_param(
+                &format!("messages[{i}].role"),
+                "a system turn among the messages needs a user turn with it",
+            ));
         }
     }
     Ok(out)
@@ -588,7 +601,7 @@ mod tests {
             Some("temperature")
         );
         assert_eq!(
-            param(json!({"max_tokens": 5, "messages": [{"role": "wizard", "content": "x"}]}))
+            param(json!({"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]}))
                 .as_deref(),
             Some("messages[0].role")
         );

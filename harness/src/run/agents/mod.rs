@@ -577,8 +577,13 @@ mod tests {
             json!({"messages": [{"role": "user", "content": "ls"}]}),
             None,
         );
-        let (blame, why) =
-            judge(Agent::OpenCode, Task::Shell, &finished(), &[first.clone()]).unwrap();
+        let (blame, why) = judge(
+            Agent::OpenCode,
+            Task::Shell,
+            &finished(),
+            std::slice::from_ref(&first),
+        )
+        .unwrap();
         assert_eq!(
             blame,
             Blame::Model,
