@@ -35,9 +35,14 @@ fn args(url: &str, only: Vec<Attack>, tag: &str) -> AttackArgs {
     }
 }
 
+/// The engine with `--refuse-overlong-max-tokens`: the KV hog asks for a
+/// million tokens, which is refused then (by default it is cut to what the
+/// context holds beside the prompt and admitted within `--max-kv-mb`, as an
+/// honest request of that size would be).
 fn engine(concurrent: usize) -> Arc<ApiContext> {
     let config = afm_engine::EngineConfig {
         concurrent,
+        overlong_max_tokens: afm_engine::runtime::OverlongMaxTokens::Refuse,
         ..Default::default()
     };
     let engine = afm_engine::Engine::start("smollm2", config).expect("run scripts/setup.sh first");
