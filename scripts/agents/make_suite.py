@@ -154,7 +154,8 @@ description = "The requests Codex CLI 0.171.0 (Responses), Claude Code 2.1.332 (
     o2 = turn(opencode["shell"], "/chat/completions", index=1)
     ot = turn(opencode["text"], "/chat/completions")
     out.append(case("agents.opencode_title", "OpenCode's title request (max_tokens 32000, past any small context) is answered",
-                    o_title, [ok, sse, answered], ["chat", "streaming"]))
+                    o_title, [ok, sse, answered], ["chat", "streaming"], tier="full",
+                    comment="Full tier: it ends only when the model ends its turn (a base model that rambles\nruns to the request's time limit on any server that does not refuse max_tokens 32000)."))
     out.append(case("agents.opencode_text", "OpenCode's first turn (10 tools, max_tokens 32000) is answered",
                     ot, [ok, sse, answered], ["chat", "streaming"]))
     out.append(case("agents.opencode_shell_call", "OpenCode's turn, its bash tool forced, streams tool_calls deltas it can assemble",
