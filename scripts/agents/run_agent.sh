@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one coding agent headless, as shipped, in a scratch folder, with only
-# its provider pointed at BASE (http://HOST:PORT), on one prompt:
+# its provider pointed at BASE (the server's base address), on one prompt:
 #   run_agent.sh AGENT BASE MODEL PROMPT SCRATCH
 # AGENT: codex | claude | opencode. The agents come from npm at the pinned
 # versions (scripts/agents/install.sh puts them under .cache/agents). Prints
@@ -38,8 +38,7 @@ TOML
         ;;
     opencode)
         cat > opencode.json <<JSON
-{"\$schema": "https://opencode.ai/config.json",
- "provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "local",
+{"provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "local",
    "options": {"baseURL": "$BASE/v1", "apiKey": "sk-local"},
    "models": {"$MODEL": {"name": "$MODEL"}}}},
  "model": "local/$MODEL", "autoupdate": false, "share": "disabled"}

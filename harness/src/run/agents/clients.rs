@@ -41,7 +41,8 @@ impl Agent {
         }
     }
 
-    fn command(self) -> &'static str {
+    /// Its command's name in the npm package's bin folder.
+    pub fn command(self) -> &'static str {
         match self {
             Agent::Codex => "codex",
             Agent::ClaudeCode => "claude",

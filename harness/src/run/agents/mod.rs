@@ -76,8 +76,6 @@ pub enum Task {
 }
 
 impl Task {
-    pub const ALL: [Task; 3] = [Task::Text, Task::Shell, Task::Cached];
-
     pub fn name(self) -> &'static str {
         match self {
             Task::Text => "text",
@@ -182,11 +180,7 @@ pub async fn run(args: &AgentsArgs) -> Result<AgentsReport> {
             .unwrap_or_else(|| PathBuf::from(".cache/agents/node_modules/.bin")),
     };
     for a in &agents {
-        let program = bin.join(match a {
-            Agent::Codex => "codex",
-            Agent::ClaudeCode => "claude",
-            Agent::OpenCode => "opencode",
-        });
+        let program = bin.join(a.command());
         if !program.exists() {
             bail!(
                 "{} is not installed at {} (scripts/agents/install.sh installs {}, or pass --bin)",
