@@ -61,24 +61,24 @@ struct Split {
 void run_task(void* ctx, int t) {
   const Split& s = *static_cast<const Split*>(ctx);
   const Problem& p = *s.p;
-  thread_local std::vector<float> scores;
-  if (scores.size() < size_t(p.capacity)) scores.resize(size_t(p.capacity));
+  const int64_t rep = p.heads / p.kv_heads;
+  thread_local std::vector<float> scores, acc;
+  const size_t rows = s.avx2 ? size_t(kQueryBlock * rep) : 1;
+  if (scores.size() < rows * size_t(p.capacity)) scores.resize(rows * size_t(p.capacity));
+  if (acc.size() < rows * size_t(p.d)) acc.resize(rows * size_t(p.d));
   // The last query blocks see the most keys: hand them out first.
   const int64_t b = s.blocks - 1 - t % s.blocks;
   const int64_t ig = t / s.blocks;
   const int64_t i = ig / p.kv_heads, g = ig % p.kv_heads;
-  const int64_t rep = p.heads / p.kv_heads;
-  const int64_t l1 = std::min(p.l, (b + 1) * kQueryBlock);
-  for (int64_t l = b * kQueryBlock; l < l1; ++l)
-    for (int64_t h = g * rep; h < (g + 1) * rep; ++h) {
+  const int64_t l0 = b * kQueryBlock, l1 = std::min(p.l, (b + 1) * kQueryBlock);
 #if defined(__x86_64__)
-      if (s.avx2) {
-        detail::row_avx2(p, i, l, h, scores.data());
-        continue;
-      }
+  if (s.avx2) {
+    detail::rows_avx2(p, i, l0, l1, g, scores.data(), acc.data());
+    return;
+  }
 #endif
-      detail::row_scalar(p, i, l, h, scores.data());
-    }
+  for (int64_t l = l0; l < l1; ++l)
+    for (int64_t h = g * rep; h < (g + 1) * rep; ++h) detail::row_scalar(p, i, l, h, scores.data());
 }
 
 } // namespace

@@ -22,6 +22,11 @@ inline Visible visible(const Problem& p, int64_t i, int64_t l) {
 // Output row (item i, query l, head h); `scores` has room for `capacity`
 // floats.
 void row_scalar(const Problem& p, int64_t i, int64_t l, int64_t h, float* scores);
-void row_avx2(const Problem& p, int64_t i, int64_t l, int64_t h, float* scores);
+
+// Output rows of item i's queries [l0, l1) in every head of KV group g,
+// each with the same bits as computed alone; `scores` has room for
+// `capacity` floats per row, `acc` for `d` per row.
+void rows_avx2(const Problem& p, int64_t i, int64_t l0, int64_t l1, int64_t g, float* scores,
+               float* acc);
 
 } // namespace afm::attn::detail

@@ -41,6 +41,16 @@ pub struct ServeFlags {
     /// for throughput under load, lower it to cap memory.
     #[arg(long, default_value_t = engine().concurrent)]
     pub concurrent: usize,
+    /// Most prompt tokens prefilled in one step, over all requests.
+    #[arg(long, default_value_t = engine().prefill_chunk)]
+    pub prefill_chunk: usize,
+    /// Prefill time a step may add while other requests decode, as a share
+    /// of their own step time: 1 keeps their inter-token latency within
+    /// about twice its pace while a long prompt is read; higher reads it
+    /// sooner and slows them more; 0 always takes whole --prefill-chunk
+    /// chunks.
+    #[arg(long, default_value_t = engine().prefill_share)]
+    pub prefill_share: f64,
     /// Turn the prefix cache off (on by default: requests that share a
     /// prompt prefix reuse its KV). Turn it off to measure cold prefill.
     #[arg(long)]
@@ -158,6 +168,15 @@ impl ServeFlags {
     /// The engine's settings. Reads the `--chat-template` file.
     pub fn engine_config(&self) -> anyhow::Result<EngineConfig> {
         anyhow::ensure!(self.concurrent >= 1, "--concurrent must be at least 1");
+        anyhow::ensure!(
+            self.prefill_chunk >= 1,
+            "--prefill-chunk must be at least 1"
+        );
+        anyhow::ensure!(
+            self.prefill_share.is_finite() && self.prefill_share >= 0.0,
+            "--prefill-share must be a number of at least 0, not {}",
+            self.prefill_share
+        );
         let tool_call_parser = match self.tool_call_parser.as_str() {
             "auto" => None,
             name => Some(ToolCallFormat::from_name(name).ok_or_else(|| {
@@ -182,6 +201,8 @@ impl ServeFlags {
         };
         Ok(EngineConfig {
             concurrent: self.concurrent,
+            prefill_chunk: self.prefill_chunk,
+            prefill_share: self.prefill_share,
             prefix_caching: !self.no_prefix_caching
                 && (self.enable_prefix_caching || defaults.prefix_caching),
             prefix_cache_bytes: self.prefix_cache_mb << 20,

@@ -23,9 +23,13 @@ pub struct EngineConfig {
     pub max_logprobs: usize,
     /// `max_tokens` when a request gives none (`--max-tokens`).
     pub default_max_tokens: usize,
-    /// Prompt tokens prefilled per step over all sequences, so decoding
-    /// streams keep moving while a long prompt is prefilled.
+    /// Most prompt tokens prefilled per step over all sequences
+    /// (`--prefill-chunk`).
     pub prefill_chunk: usize,
+    /// Prefill time a step may add beside running decodes, as a share of
+    /// their own step time (`--prefill-share`), so a long prompt never holds
+    /// the streams for long; 0: whole `prefill_chunk`s always.
+    pub prefill_share: f64,
     /// How weights are held (`--dtype`); `None`: the platform's own
     /// ([`WeightMode::for_platform`]), decided when the model loads, after
     /// the kernels are (`cpu::kernels`).
@@ -71,6 +75,7 @@ impl Default for EngineConfig {
             max_logprobs: 20,
             default_max_tokens: 512,
             prefill_chunk: 256,
+            prefill_share: 1.0,
             weight_mode: None,
             grammar_constraints: true,
             deterministic: false,

@@ -22,6 +22,7 @@ mod events;
 mod generate;
 mod grammar;
 mod model_text;
+mod prefill_budget;
 mod prefix_cache;
 mod request;
 mod sampler;

@@ -3,8 +3,9 @@
 //! Each step: drop cancelled requests, admit waiting ones up to
 //! `concurrent`, start admitted ones from the longest cached prefix, then run
 //! ONE forward pass over every running sequence: one token for each
-//! decoding sequence plus prefill chunks within the step's token budget (so
-//! a long prompt never stalls running streams). After the pass, prefilled
+//! decoding sequence plus prefill chunks within the step's budget, sized in
+//! time beside running decodes (`prefill_budget`), so a long prompt never
+//! stalls running streams. After the pass, prefilled
 //! prompt KV goes into the prefix cache at once, and each sampled
 //! sequence's logits go through its own pipeline (`sequence`). Caches are
 //! built from the model's declared KV layout.
@@ -21,6 +22,7 @@ use crate::models::{BatchItem, CausalLm, KvStore, Overlap};
 use crate::runtime::config::EngineConfig;
 use crate::runtime::events::EngineEvent;
 use crate::runtime::model_text::ModelText;
+use crate::runtime::prefill_budget::PrefillBudget;
 use crate::runtime::prefix_cache::PrefixCache;
 use crate::runtime::sequence::{NewSequence, Sequence};
 use crate::runtime::settings::worst_case_positions;
@@ -44,6 +46,8 @@ pub struct Scheduler {
     /// Every running sequence's keys and values, one slot each.
     kv: KvStore,
     prefix: Option<PrefixCache>,
+    /// Prompt tokens per step, so running streams keep their pace.
+    prefill: PrefillBudget,
     stats: Arc<Mutex<EngineStats>>,
 }
 
@@ -62,7 +66,8 @@ impl Scheduler {
             )
         });
         Scheduler {
-            kv: KvStore::new(model.kv_layout()),
+            kv: KvStore::new(model.kv_layout()).with_max_positions(text.limits.context_length),
+            prefill: PrefillBudget::new(config.prefill_chunk, config.prefill_share),
             model,
             text,
             config,
@@ -214,12 +219,12 @@ impl Scheduler {
             starting.push((i, cached));
         }
         let slot_of = |i: usize| self.running[i].slot.expect("opened above");
-        // Room for the prefixes about to be copied in; sequences without
-        // one get theirs with the pass's items.
+        // Room for every starting prompt, whole, in one resize: the store
+        // then grows once as a long prompt starts, not again and again
+        // while its chunks go in, each time holding the running streams.
         let wants: Vec<(usize, usize)> = starting
             .iter()
-            .filter(|&&(_, c)| c > 0)
-            .map(|&(i, c)| (slot_of(i), c))
+            .map(|&(i, _)| (slot_of(i), self.running[i].prompt.len()))
             .collect();
         if !wants.is_empty() {
             self.kv.reserve_all(wants)?;
@@ -282,13 +287,14 @@ impl Scheduler {
     }
 
     fn forward_and_sample(&mut self) -> Result<()> {
-        let mut budget = self.config.prefill_chunk.max(1);
         let mut plan: Vec<(usize, Work)> = Vec::new();
         for (i, s) in self.running.iter().enumerate() {
             if s.decoding {
                 plan.push((i, Work::Decode));
             }
         }
+        let decoding = plan.len();
+        let mut budget = self.prefill.tokens(decoding);
         for (i, s) in self.running.iter().enumerate() {
             if s.prefilling() && budget > 0 {
                 let end = (s.prefilled + budget).min(s.prompt.len());
@@ -351,6 +357,7 @@ impl Scheduler {
             }
         };
         let computed = started.elapsed();
+        self.prefill.observe(decoding, prefill_tokens, computed);
         self.stats
             .lock()
             .expect("stats")
