@@ -48,6 +48,8 @@ fn player(target: &Target, endpoint: Endpoint, turns: usize) -> Arc<Player> {
         cancel_after: std::time::Duration::ZERO,
         think_s: 0.0,
         seed: 0,
+        background_streams: 0,
+        background_tokens: 0,
     })
 }
 

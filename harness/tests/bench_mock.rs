@@ -194,3 +194,60 @@ fn a_client_that_leaves_on_purpose_stops_reading_and_says_so() {
         gave_up.millis
     );
 }
+
+/// Agent sessions grow turn by turn by a shell call and its output, each
+/// turn expects the one before cached, and the background streams' gaps
+/// are told apart by whether a long prompt was being read.
+#[test]
+fn agent_sessions_grow_per_turn_and_streams_are_timed_beside_their_prefills() {
+    // TTFT 400 ms: the "prefill" each long prompt holds the streams for.
+    let url = mock::start(afm_harness::mock::MockArgs::timed(400.0, 5.0, 8));
+    let flags = [
+        "--prompts",
+        "agents",
+        "--turns",
+        "3",
+        "--concurrency",
+        "3",
+        "--requests",
+        "9",
+        "--background-streams",
+        "2",
+        "--background-tokens",
+        "8",
+        "--verify-alone",
+        "0",
+        "--schema-share",
+        "0",
+    ];
+    let report = run(&url, "agents", &flags);
+    let level = &report.variants[0].levels[0];
+    assert_eq!(
+        (level.requests, level.errors),
+        (9, 0),
+        "{:?}",
+        level.error_examples
+    );
+    let turns: Vec<usize> = level.turns.iter().map(|t| t.turn).collect();
+    assert_eq!(turns, [1, 2, 3]);
+    let prompt = |t: usize| level.turns[t].prompt_tokens.as_ref().unwrap().p50;
+    // The mock counts the messages' words: the instructions are long.
+    assert!(
+        prompt(0) > 2_000.0,
+        "the agents' instructions, whole: {}",
+        prompt(0)
+    );
+    assert!(prompt(1) > prompt(0) && prompt(2) > prompt(1));
+    assert_eq!(level.turns[0].expected_cached, None);
+    for t in &level.turns[1..] {
+        assert_eq!(t.requests, 3);
+        assert!(t.expected_cached.unwrap() > 2_000 * 3);
+    }
+    assert_eq!(level.turn_points.len(), 9);
+    let stall = level
+        .prefill_stall
+        .as_ref()
+        .expect("long prompts were read");
+    assert_eq!(stall.long_prefills, 9);
+    assert!(stall.beside_prefill.is_some() && stall.alone.is_some());
+}

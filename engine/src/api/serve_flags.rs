@@ -223,7 +223,6 @@ impl ServeFlags {
                 true => OverlongMaxTokens::Refuse,
                 false => defaults.overlong_max_tokens,
             },
-            ..defaults
         })
     }
 

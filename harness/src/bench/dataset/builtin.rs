@@ -44,6 +44,9 @@ pub enum Prompts {
     /// A ~600-token system prompt shared by every request of a level, then
     /// a short question of each request's own.
     SharedPrefix,
+    /// Coding-agent sessions: each agent's instructions and tools, whole,
+    /// growing by a shell call and its output per turn (`dataset::agents`).
+    Agents,
     /// A file: one request per line, JSON `{"messages": [...]}` or
     /// `{"prompt": "..."}`, or plain text; used as written, in turn.
     File(PathBuf),
@@ -56,9 +59,10 @@ impl FromStr for Prompts {
             "short" => Ok(Prompts::Short),
             "long" => Ok(Prompts::Long),
             "shared-prefix" => Ok(Prompts::SharedPrefix),
+            "agents" => Ok(Prompts::Agents),
             path if std::path::Path::new(path).is_file() => Ok(Prompts::File(path.into())),
             other => Err(format!(
-                "'{other}' is neither short, long, shared-prefix nor a readable file"
+                "'{other}' is neither short, long, shared-prefix, agents nor a readable file"
             )),
         }
     }
@@ -70,6 +74,7 @@ impl fmt::Display for Prompts {
             Prompts::Short => f.write_str("short"),
             Prompts::Long => f.write_str("long"),
             Prompts::SharedPrefix => f.write_str("shared-prefix"),
+            Prompts::Agents => f.write_str("agents"),
             Prompts::File(p) => write!(f, "{}", p.display()),
         }
     }
@@ -110,6 +115,7 @@ impl Workload {
     pub fn tools_of(&self, i: usize) -> Option<Value> {
         match self.prompts {
             Prompts::File(_) => self.from_file[i % self.from_file.len()].1.clone(),
+            Prompts::Agents => super::agents::conversation(i, 1, "").tools,
             _ => None,
         }
     }
@@ -138,6 +144,11 @@ impl Workload {
                     "content": format!("Question {i}: how would the handbook apply to {topic}?")
                 }
             ]),
+            // A session's first request (its tools: `tools_of`).
+            Prompts::Agents => {
+                let c = super::agents::conversation(i, 1, salt);
+                Value::Array(c.history.into_iter().chain(c.turns).collect())
+            }
             Prompts::File(_) => self.from_file[i % self.from_file.len()].0.clone(),
         }
     }

@@ -10,6 +10,7 @@
 //! the conversation, so the client knows what the server could have
 //! cached.
 
+pub mod agents;
 pub mod builtin;
 pub mod synthetic;
 pub mod tokens;
@@ -38,11 +39,17 @@ pub struct Conversation {
     /// prompt tokens it covers. Once a request with a key has completed,
     /// a later one with the same key can be served that much from cache.
     pub prefixes: Vec<(String, u64)>,
+    /// Scripted replies: where turn t has one, it joins the history in
+    /// place of the server's reply (an agent's tool call, so the session
+    /// grows the same on every server).
+    pub replies: Vec<Value>,
 }
 
 /// Where prompts come from.
 pub enum Source {
     Builtin(Workload),
+    /// Coding-agent sessions ([`agents`]).
+    Agents,
     Synthetic {
         vocabulary: Vocabulary,
         input_len: usize,
@@ -83,6 +90,7 @@ impl Dataset {
                 self.output_len.map_or("--max-tokens".into(), |o| o.to_string())
             ),
             Source::Trace(t) => format!("trace {} ({} requests)", t.name, t.requests.len()),
+            Source::Agents => "agents: Codex, Claude Code and OpenCode sessions, a shell call per turn".into(),
         };
         format!("{base}{turns}")
     }
@@ -122,7 +130,7 @@ impl Dataset {
                     turns,
                     tools: w.tools_of(i),
                     max_tokens,
-                    prefixes: Vec::new(),
+                    ..Default::default()
                 }
             }
             Source::Synthetic {
@@ -146,13 +154,16 @@ impl Dataset {
                     })
                     .collect();
                 Conversation {
-                    history: Vec::new(),
                     turns,
-                    tools: None,
                     max_tokens,
                     prefixes,
+                    ..Default::default()
                 }
             }
+            Source::Agents => Conversation {
+                max_tokens,
+                ..agents::conversation(i, self.turns, salt)
+            },
             Source::Trace(t) => {
                 let r: &TraceRequest = &t.requests[i % t.requests.len()];
                 let mut c = r.conversation.clone();

@@ -5,13 +5,14 @@
 //! appended to the history (after an optional think time).
 
 pub mod arrivals;
+pub mod background;
 pub mod cancel;
 pub mod client_cpu;
 pub mod replay;
 pub mod server_metrics;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,6 +46,10 @@ pub struct Player {
     /// Seconds between a reply and the conversation's next turn.
     pub think_s: f64,
     pub seed: u64,
+    /// Streams decoding through each level (`--background-streams`), and
+    /// the tokens each asks for before it starts again.
+    pub background_streams: usize,
+    pub background_tokens: u32,
 }
 
 /// What one pass over a level gave.
@@ -58,6 +63,9 @@ pub struct LevelRun {
     /// From the level's start to the last request's sending: the steady
     /// part, before the drain tail where fewer requests are in flight.
     pub steady_s: f64,
+    /// The background streams' samples (`background`), apart from the
+    /// level's own.
+    pub background: Vec<Sample>,
 }
 
 impl LevelRun {
@@ -121,6 +129,18 @@ impl Player {
             markers: Mutex::new(Markers::new([])),
             out: Mutex::new(Vec::new()),
         });
+        let stop = Arc::new(AtomicBool::new(false));
+        let background = (self.background_streams > 0).then(|| {
+            tokio::spawn(background::play(
+                self.target.clone(),
+                self.settings.clone(),
+                self.background_streams,
+                self.background_tokens,
+                salt.to_string(),
+                shared.start,
+                stop.clone(),
+            ))
+        });
         let mut tasks = Vec::new();
         match shape {
             Shape::Closed { concurrency } => {
@@ -167,6 +187,11 @@ impl Player {
             let _ = t.await;
         }
         let wall_s = elapsed(&shared);
+        stop.store(true, Ordering::SeqCst);
+        let background = match background {
+            Some(task) => task.await.unwrap_or_default(),
+            None => Vec::new(),
+        };
         let steady_s = *shared.last_sent_ms.lock().expect("a lock") / 1000.0;
         let mut out = std::mem::take(&mut *shared.out.lock().expect("a lock"));
         out.sort_by_key(|(s, _)| (s.conversation, s.turn));
@@ -176,6 +201,7 @@ impl Player {
             bodies,
             wall_s,
             steady_s: if steady_s > 0.0 { steady_s } else { wall_s },
+            background,
         }
     }
 
@@ -199,7 +225,7 @@ impl Player {
             let marker = self
                 .verify
                 .then(|| verify::marker(&shared.salt, i, t))
-                .filter(|_| user["content"].is_string());
+                .filter(|_| user["role"] == "user" && user["content"].is_string());
             if let (Some(m), Some(text)) = (&marker, user["content"].as_str()) {
                 user["content"] = format!("{text}{}", verify::ask_for(m)).into();
             }
@@ -311,7 +337,10 @@ impl Player {
             if !ok {
                 return;
             }
-            history.push(json!({"role": "assistant", "content": reply.content}));
+            history.push(match c.replies.get(t) {
+                Some(scripted) => scripted.clone(),
+                None => json!({"role": "assistant", "content": reply.content}),
+            });
         }
     }
 

@@ -1,6 +1,6 @@
 //! Inline SVG line charts for the HTML page: a metric against the load
-//! (concurrency or request rate)
-//! (log2 axis, since levels double), one line per variant or report.
+//! (concurrency or request rate; log2 axis, since levels double), one line
+//! per variant or report, or against a linear axis (time, prompt tokens).
 
 use std::fmt::Write as _;
 
@@ -25,7 +25,7 @@ pub struct Series {
 enum Scale {
     /// Doubling levels, one tick per value.
     Log2,
-    /// Time, five ticks.
+    /// Linear (time, tokens), five ticks.
     Linear,
 }
 
@@ -35,8 +35,8 @@ pub fn line_chart(title: &str, unit: &str, axis: &str, series: &[Series]) -> Str
     chart(title, unit, axis, series, Scale::Log2)
 }
 
-/// A chart of `series` against time (a linear axis).
-pub fn time_chart(title: &str, unit: &str, axis: &str, series: &[Series]) -> String {
+/// A chart of `series` on a linear x axis (time, prompt tokens).
+pub fn linear_chart(title: &str, unit: &str, axis: &str, series: &[Series]) -> String {
     chart(title, unit, axis, series, Scale::Linear)
 }
 

@@ -107,6 +107,7 @@ fn level(
                 } else {
                     end / 1000.0
                 },
+                background: Vec::new(),
             }
         })
         .collect();

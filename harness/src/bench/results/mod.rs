@@ -9,6 +9,7 @@ pub mod merge;
 pub mod page;
 pub mod records;
 pub mod search;
+pub mod sessions;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -26,6 +27,7 @@ use crate::bench::load::server_metrics::GaugePoint;
 use crate::bench::load::server_metrics::ServerCounters;
 use crate::bench::load::LevelRun;
 use crate::bench::results::goodput::{Goodput, Slo};
+use crate::bench::results::sessions::{StallFigures, TurnFigures, TurnPoint};
 use crate::bench::sample::Sample;
 use crate::bench::stats::{median, Dist};
 use crate::bench::verify::coverage::Coverage;
@@ -254,6 +256,15 @@ pub struct LevelResult {
     /// server reported no usage.
     pub tokens_estimated: bool,
     pub server: Option<ServerCounters>,
+    /// Per turn, when conversations have more than one.
+    #[serde(default)]
+    pub turns: Vec<TurnFigures>,
+    /// Each request's turn, prompt and time to first token (with turns).
+    #[serde(default)]
+    pub turn_points: Vec<TurnPoint>,
+    /// Streams' pace while a long prompt was read, and otherwise.
+    #[serde(default)]
+    pub prefill_stall: Option<StallFigures>,
 }
 
 impl LevelResult {
@@ -354,6 +365,8 @@ impl LevelResult {
             }
         });
         let wall = median(&runs.iter().map(|r| r.wall_s).collect::<Vec<_>>()).unwrap_or(0.0);
+        let background: Vec<&Sample> = runs.iter().flat_map(|r| &r.background).collect();
+        let several_turns = samples.iter().any(|s| s.turn > 0);
         LevelResult {
             shape,
             label: shape.label(),
@@ -427,6 +440,17 @@ impl LevelResult {
             coverage: Coverage::of(samples.iter().copied()),
             tokens_estimated: served.iter().any(|s| !s.usage_reported),
             server,
+            turns: if several_turns {
+                TurnFigures::of(&samples, percentiles)
+            } else {
+                Vec::new()
+            },
+            turn_points: if several_turns {
+                TurnPoint::of(&samples)
+            } else {
+                Vec::new()
+            },
+            prefill_stall: StallFigures::of(&samples, &background, percentiles),
         }
     }
 }
@@ -541,6 +565,12 @@ impl BenchReport {
                         c.reported_tokens.map_or("no cached tokens".into(), |t| t.to_string()),
                         c.requests_at_90
                     );
+                }
+                for t in &l.turns {
+                    let _ = writeln!(out, "        {}", t.describe());
+                }
+                if let Some(st) = &l.prefill_stall {
+                    let _ = writeln!(out, "        {}", st.describe());
                 }
                 let _ = writeln!(
                     out,

@@ -101,10 +101,39 @@ pub fn render(report: &BenchReport) -> Result<String> {
             })
             .collect();
         if !series.is_empty() {
-            svgs.push(charts::time_chart(
+            svgs.push(charts::linear_chart(
                 &format!("Server: requests running ({})", v.name),
                 "requests",
                 "seconds into the level",
+                &series,
+            ));
+        }
+    }
+    // Sessions: time to first token against the prompt's length, a line
+    // per turn (cold first turns, then cached ones), per variant and level.
+    for v in &report.variants {
+        for l in v.levels.iter().filter(|l| !l.turn_points.is_empty()) {
+            let last = l.turn_points.iter().map(|p| p.turn).max().unwrap_or(0);
+            let series: Vec<Series> = (1..=last)
+                .map(|turn| {
+                    let mut points: Vec<(f64, f64)> = l
+                        .turn_points
+                        .iter()
+                        .filter(|p| p.turn == turn)
+                        .map(|p| (p.prompt_tokens as f64, p.ttft_ms / 1000.0))
+                        .collect();
+                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    Series {
+                        name: format!("turn {turn}"),
+                        points,
+                    }
+                })
+                .filter(|s| !s.points.is_empty())
+                .collect();
+            svgs.push(charts::linear_chart(
+                &format!("Time to first token by turn ({}, {})", v.name, l.label),
+                "s",
+                "prompt tokens",
                 &series,
             ));
         }

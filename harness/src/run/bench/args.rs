@@ -81,8 +81,10 @@ pub struct BenchArgs {
     pub max_tokens: u32,
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
-    /// short | long | shared-prefix | FILE (default: short; shared-prefix
-    /// for the prefix-cache scenario).
+    /// short | long | shared-prefix | agents | FILE (default: short;
+    /// shared-prefix for the prefix-cache scenario). agents: Codex's,
+    /// Claude Code's and OpenCode's instructions and tools, whole, each
+    /// turn a shell call and its output (`--turns`; --endpoint chat).
     #[arg(long)]
     pub prompts: Option<Prompts>,
     /// Synthetic prompts of this many tokens (the served model's tokens).
@@ -107,6 +109,14 @@ pub struct BenchArgs {
     /// User turns per conversation; each reply joins the history.
     #[arg(long, default_value_t = 1)]
     pub turns: usize,
+    /// Streams that decode through each level beside its requests, each
+    /// starting again when it ends: the report gives their inter-token
+    /// latency while a long prompt of the level was read, and otherwise.
+    #[arg(long, default_value_t = 0)]
+    pub background_streams: usize,
+    /// Tokens each background stream asks for (`ignore_eos`).
+    #[arg(long, default_value_t = 128)]
+    pub background_tokens: u32,
     /// Seconds a user waits between a reply and the next turn.
     #[arg(long, default_value_t = 0.0)]
     pub think_time: f64,

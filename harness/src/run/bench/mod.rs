@@ -17,7 +17,7 @@ use tokio::runtime::RuntimeFlavor;
 use self::args::BenchArgs;
 use self::scenario::VariantSpec;
 use super::Observer;
-use crate::bench::dataset::builtin::Workload;
+use crate::bench::dataset::builtin::{Prompts, Workload};
 use crate::bench::dataset::synthetic::Vocabulary;
 use crate::bench::dataset::tokens::TokenCounter;
 use crate::bench::dataset::trace::Trace;
@@ -293,6 +293,8 @@ fn player(
         cancel_after: std::time::Duration::from_secs_f64(args.request_cancellation_delay),
         think_s: args.think_time,
         seed: args.seed,
+        background_streams: args.background_streams,
+        background_tokens: args.background_tokens,
     }
 }
 
@@ -547,6 +549,8 @@ async fn dataset_of(
             input_len,
             prefix_len: args.prefix_len,
         }
+    } else if args.prompts() == Prompts::Agents {
+        Source::Agents
     } else {
         Source::Builtin(Workload::new(args.prompts())?)
     };
