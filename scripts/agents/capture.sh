@@ -47,4 +47,5 @@ PYEOF
     done
 done
 "$PY" "$HERE/make_suite.py" "$OUT" > "$ROOT/suites/25_agents.toml"
-echo "[capture] wrote $OUT and suites/25_agents.toml" >&2
+"$PY" "$HERE/make_sessions.py" "$OUT" > "$OUT/sessions.json"
+echo "[capture] wrote $OUT, $OUT/sessions.json and suites/25_agents.toml" >&2
