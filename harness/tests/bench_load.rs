@@ -116,20 +116,28 @@ async fn a_multi_turn_run_is_served_its_history_from_the_prefix_cache() {
         .play(Shape::Closed { concurrency: 2 }, requests(6), "turns")
         .await;
     assert_eq!(run.samples.len(), 6);
+    let level_turns_after_first = run.samples.iter().filter(|s| s.turn > 0).count();
     let shape = Shape::Closed { concurrency: 2 };
     let level = LevelResult::of(shape, &[run], None, &Slo::default(), &[]);
     assert_eq!((level.errors, level.corrupted), (0, 0));
     let cache = level
         .cache
         .expect("later turns expect their history cached");
-    assert_eq!(cache.requests, 4, "turns 2 and 3 of two conversations");
+    // Two users, 6 requests: turns 2 and 3 of two conversations, or of
+    // three when one user is a turn ahead and starts another.
+    let later = level_turns_after_first;
+    assert_eq!(
+        cache.requests, later,
+        "every later turn expects its history"
+    );
+    assert!(later >= 3, "{later} later turns");
     let reported = cache.reported_tokens.expect("cached_tokens reported");
     assert!(
         reported as f64 >= 0.9 * cache.expected_tokens as f64,
         "{reported} cached of {} expected",
         cache.expected_tokens
     );
-    assert_eq!(cache.requests_at_90, 4);
+    assert_eq!(cache.requests_at_90, later);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

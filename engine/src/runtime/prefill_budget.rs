@@ -15,12 +15,15 @@ use std::time::Duration;
 
 /// The smallest chunk beside decodes, so a prompt always moves.
 pub const MIN_CHUNK: usize = 4;
+/// The chunk beside decodes before any has been measured: a chat prompt
+/// goes in one or two steps, and a deep one costs one step of ~32 tokens.
+pub const FIRST_CHUNK: usize = 32;
 /// Weight of a new step in the running estimates.
 const DECODE_WEIGHT: f64 = 0.25;
 const TOKEN_WEIGHT: f64 = 0.5;
 /// A chunk beside decodes grows at most this much over the last one: one
 /// noisy step (a token that seemed free) cannot bring a long stall.
-const GROWTH: usize = 2;
+const GROWTH: usize = 4;
 
 #[derive(Debug, Clone)]
 pub struct PrefillBudget {
@@ -61,7 +64,7 @@ impl PrefillBudget {
                 (fit.min(most as f64) as usize).clamp(MIN_CHUNK.min(self.max_chunk), most)
             }
             // Not measured yet: a small chunk, which measures it.
-            _ => MIN_CHUNK.min(self.max_chunk),
+            _ => FIRST_CHUNK.min(self.max_chunk),
         }
     }
 
@@ -109,15 +112,12 @@ mod tests {
     #[test]
     fn beside_decodes_a_chunk_costs_the_share_of_a_decode_step() {
         let mut b = PrefillBudget::new(256, 1.0);
-        // Unmeasured: the smallest chunk.
-        assert_eq!(b.tokens(4), MIN_CHUNK);
+        // Unmeasured: the first chunk.
+        assert_eq!(b.tokens(4), FIRST_CHUNK);
         b.observe(4, 0, ms(100));
-        assert_eq!(b.tokens(4), MIN_CHUNK);
-        // 4 tokens added 40 ms: 10 ms each, so 100 ms holds 10, but a
-        // chunk at most doubles.
-        b.observe(4, 4, ms(140));
-        assert_eq!(b.tokens(4), 8);
-        b.observe(4, 8, ms(180));
+        assert_eq!(b.tokens(4), FIRST_CHUNK);
+        // 32 tokens added 320 ms: 10 ms each, so 100 ms holds 10.
+        b.observe(4, 32, ms(420));
         assert_eq!(b.tokens(4), 10);
         // Deeper in the prompt a token costs 30 ms: the estimate moves
         // half way, to 20 ms, so 5 of them.
@@ -126,29 +126,30 @@ mod tests {
         // Half the share, half the time: never below the smallest chunk.
         let mut half = PrefillBudget::new(256, 0.5);
         half.observe(4, 0, ms(100));
-        half.observe(4, 4, ms(140));
+        half.observe(4, 32, ms(420));
         assert_eq!(half.tokens(4), 5);
         half.observe(4, 5, ms(400));
         assert_eq!(half.tokens(4), MIN_CHUNK);
     }
 
     #[test]
-    fn cheap_tokens_grow_the_chunk_by_doubling_up_to_the_cap() {
-        let mut b = PrefillBudget::new(64, 1.0);
+    fn cheap_tokens_grow_the_chunk_fourfold_up_to_the_cap() {
+        let mut b = PrefillBudget::new(1_024, 1.0);
         b.observe(4, 0, ms(100));
         let mut chunks = Vec::new();
         let mut chunk = b.tokens(4);
-        for _ in 0..6 {
+        for _ in 0..4 {
             b.observe(4, chunk, ms(100)); // no measurable cost
             chunk = b.tokens(4);
             chunks.push(chunk);
         }
-        assert_eq!(chunks, [8, 16, 32, 64, 64, 64]);
-        // A token that seemed free after costly ones: the chunk doubles,
-        // no more (a fixed cap would have jumped to 64: a long stall).
-        let mut b = PrefillBudget::new(256, 1.0);
+        assert_eq!(chunks, [128, 512, 1_024, 1_024]);
+        // A token that seemed free after costly ones: the chunk grows four
+        // times, no more (uncapped it would have jumped to 1,024: a stall
+        // of seconds deep in a prompt).
+        let mut b = PrefillBudget::new(1_024, 1.0);
         b.observe(4, 0, ms(100));
-        b.observe(4, 4, ms(200)); // 25 ms a token
+        b.observe(4, 32, ms(900)); // 25 ms a token
         assert_eq!(b.tokens(4), 4);
         b.observe(4, 4, ms(100));
         assert_eq!(b.tokens(4), 8);
@@ -160,9 +161,7 @@ mod tests {
         b.observe(4, 0, ms(100));
         // A slower decode step moves the estimate a quarter of the way.
         b.observe(4, 0, ms(200));
-        b.observe(4, 4, ms(165)); // 40 ms over the 125 ms estimate: 10 each
-        assert_eq!(b.tokens(4), 8);
-        b.observe(4, 8, ms(205));
+        b.observe(4, 8, ms(205)); // 80 ms over the 125 ms estimate: 10 each
         assert_eq!(b.tokens(4), 12);
     }
 }
