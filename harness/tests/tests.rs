@@ -5,6 +5,7 @@
 
 mod support;
 
+mod afm_parity_map;
 #[cfg(feature = "engine")]
 mod bench_load;
 mod bench_mock;
