@@ -39,14 +39,16 @@ json.dump(c, open(sys.argv[2], "w"), indent=1)
 PY
 . scripts/speed/serving.sh
 
-# run NAME PORT COMMAND...: starts the server, plays the sessions, stops it.
+# run NAME PORT MODEL COMMAND...: starts the server, plays the sessions
+# naming MODEL ("-": the one the server lists), stops it.
 run() {
-    local name="$1" port="$2"
-    shift 2
+    local name="$1" port="$2" model=()
+    [ "$3" = - ] || model=(--model "$3")
+    shift 3
     [[ " $SERVERS " == *" $name "* ]] || return 0
     start_server "$OUT/$name.log" "$@"
     wait_up "http://127.0.0.1:$port" /v1/models
-    target/release/afm-bench --url "http://127.0.0.1:$port" \
+    target/release/afm-bench --url "http://127.0.0.1:$port" "${model[@]}" \
         --server-flags "$*" --prompts agents --turns "$TURNS" \
         --concurrency "$LEVELS" --requests "$(( (${LEVELS##*,} > 3 ? ${LEVELS##*,} : 3) * TURNS ))" \
         --max-tokens 32 --warmup 0 --schema-share 0 --verify-alone 0 \
@@ -54,15 +56,17 @@ run() {
     stop_server
 }
 
-run afm-serve 8431 target/release/afm-serve --model "$LONG" --port 8431 --concurrent 8
-run afm-serve-mlx 8432 target/release/afm-serve --model "$LONG" --port 8432 --concurrent 8 --kernels mlx
+run afm-serve 8431 - target/release/afm-serve --model "$LONG" --port 8431 --concurrent 8
+run afm-serve-mlx 8432 - target/release/afm-serve --model "$LONG" --port 8432 --concurrent 8 --kernels mlx
 if [[ " $SERVERS " == *" llama-server "* ]]; then
     LLAMA_SERVER="$(bash scripts/interop/peers/llama-server.sh)"
-    run llama-server 8433 "$LLAMA_SERVER" -m "$GGUF" --port 8433 --jinja -np 8 -c 262144 \
-        --rope-freq-base "$THETA" -t 2
+    # Its slots are capped at the GGUF's training context unless the
+    # metadata says 32,768 too.
+    run llama-server 8433 - "$LLAMA_SERVER" -m "$GGUF" --port 8433 --jinja -np 8 -c 262144 \
+        --rope-freq-base "$THETA" --override-kv llama.context_length=int:32768 -t 2
 fi
 if [[ " $SERVERS " == *" mlx-lm "* ]]; then
     MLX_LM_BIN="$(bash scripts/interop/peers/mlx-lm.sh)"
-    run mlx-lm 8434 "$MLX_LM_BIN/mlx_lm.server" --model "$LONG" --port 8434 --log-level WARNING
+    run mlx-lm 8434 "$LONG" "$MLX_LM_BIN/mlx_lm.server" --model "$LONG" --port 8434 --log-level WARNING
 fi
 echo "results: $OUT/*/bench.html" >&2
