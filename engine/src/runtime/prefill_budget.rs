@@ -60,7 +60,7 @@ impl PrefillBudget {
             (Some(decode), Some(token)) => {
                 // (A hair over, so a whole number of tokens is not lost to rounding.)
                 let fit = self.share * decode / token.max(1e-9) + 1e-6;
-                let most = (GROWTH * self.last).clamp(MIN_CHUNK, self.max_chunk);
+                let most = (GROWTH * self.last).max(MIN_CHUNK).min(self.max_chunk);
                 (fit.min(most as f64) as usize).clamp(MIN_CHUNK.min(self.max_chunk), most)
             }
             // Not measured yet: a small chunk, which measures it.
@@ -153,6 +153,15 @@ mod tests {
         assert_eq!(b.tokens(4), 4);
         b.observe(4, 4, ms(100));
         assert_eq!(b.tokens(4), 8);
+    }
+
+    #[test]
+    fn a_cap_below_the_smallest_chunk_is_kept() {
+        let mut b = PrefillBudget::new(1, 1.0);
+        assert_eq!(b.tokens(4), 1);
+        b.observe(4, 0, ms(100));
+        b.observe(4, 1, ms(110));
+        assert_eq!(b.tokens(4), 1);
     }
 
     #[test]

@@ -30,7 +30,7 @@ what the project does and what is left to do.";
 const COMMANDS: [&str; 6] = [
     "ls -la",
     "cat src/app.py",
-    "grep -rn TODO src tests",
+    "grep -rn 'def ' src tests",
     "cat tests/test_app.py",
     "git log --oneline -n 40",
     "python -m pytest -q",
@@ -119,7 +119,10 @@ fn output_of(command: &str, i: usize, t: usize) -> String {
                 "-rw-r--r-- 1 dev dev {} Dec  1 12:{k:02} module_{t}_{k}.py",
                 900 + 37 * k
             ),
-            Some("grep") => format!("src/module_{k}.py:{}: # TODO: {text}", 10 + 3 * k),
+            Some("grep") => format!(
+                "src/module_{k}.py:{}: def step_{k}(state):  # {text}",
+                10 + 3 * k
+            ),
             Some("git") => format!(
                 "{:07x} {text}",
                 (i * 7919 + t * 104_729 + k * 31) & 0xfff_ffff
