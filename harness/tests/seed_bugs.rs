@@ -1,6 +1,6 @@
-//! Each bug class of the shared seed reports, injected by a faulty server
-//! in front of the real engine, is caught by its named case, and no other
-//! case fails; `afm-test diff` of the clean and faulty reports (real
+//! Each bug class of the shared seed reports, and each of AFM's own
+//! harness (`docs/afm-parity.md`), injected by a faulty server in front of
+//! the real engine, is caught by its named case, and no other case fails; `afm-test diff` of the clean and faulty reports (real
 //! reports of real runs) calls exactly those cases regressions, and the
 //! reverse diff calls them fixed.
 
@@ -110,6 +110,63 @@ const EXPECTATIONS: [Expectation; 11] = [
     },
 ];
 
+/// The classes AFM's harness checks that the seeds do not.
+const PARITY_EXPECTATIONS: [Expectation; 8] = [
+    Expectation {
+        fault: "stop_whole_words",
+        clean: "clean",
+        sections: &["stop"],
+        caught_by: &["stop.inside_word", "stop.newline"],
+    },
+    Expectation {
+        fault: "stop_partial_fires",
+        clean: "clean",
+        sections: &["stop"],
+        caught_by: &["stop.near_miss"],
+    },
+    Expectation {
+        fault: "stops_trimmed",
+        clean: "clean",
+        sections: &["stop"],
+        caught_by: &["stop.newline"],
+    },
+    Expectation {
+        fault: "stop_empty_at_once",
+        clean: "clean",
+        sections: &["stop"],
+        caught_by: &["stop.empty_list"],
+    },
+    Expectation {
+        fault: "logprobs_always",
+        clean: "clean",
+        sections: &["logprobs"],
+        caught_by: &["logprobs.off_is_null"],
+    },
+    Expectation {
+        fault: "ignored_sampling",
+        clean: "clean",
+        sections: &["sampling"],
+        caught_by: &[
+            "sampling.top_k_one_is_greedy",
+            "sampling.min_p_one_is_greedy",
+            "sampling.top_p_tiny_is_greedy",
+            "sampling.repetition_penalty_changes",
+        ],
+    },
+    Expectation {
+        fault: "fixed_seed",
+        clean: "clean",
+        sections: &["sampling"],
+        caught_by: &["sampling.seeds_differ"],
+    },
+    Expectation {
+        fault: "stop_breaks_reasoning",
+        clean: "reasoning",
+        sections: &["reasoning"],
+        caught_by: &["reasoning.with_stop"],
+    },
+];
+
 fn all_capabilities() -> Capabilities {
     let mut caps = Capabilities::default();
     for c in capabilities::ALL {
@@ -171,15 +228,26 @@ fn explain(results: &[CaseResult]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_seed_bug_is_caught_by_its_case_and_by_no_other() {
+    assert_eq!(faulty_server::FAULTS.len(), EXPECTATIONS.len());
+    each_caught(&EXPECTATIONS, 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_afm_parity_bug_is_caught_by_its_case_and_by_no_other() {
+    let named: Vec<&str> = PARITY_EXPECTATIONS.iter().map(|e| e.fault).collect();
+    assert_eq!(faulty_server::PARITY_FAULTS.to_vec(), named);
+    each_caught(&PARITY_EXPECTATIONS, 2000).await;
+}
+
+async fn each_caught(expectations: &[Expectation], first_seed: u64) {
     let sections = faulty_server::suites();
     // The determinism cases hold exactly only in batch-invariant mode.
     let base = faulty_server::start_with_engine(true).await;
-    assert_eq!(faulty_server::FAULTS.len(), EXPECTATIONS.len());
 
     // Clean runs are shared by faults that use the same sections.
     let mut clean_runs: HashMap<(&str, &[&str]), Vec<CaseResult>> = HashMap::new();
-    for (k, e) in EXPECTATIONS.iter().enumerate() {
-        let seed = 1000 + 2 * k as u64;
+    for (k, e) in expectations.iter().enumerate() {
+        let seed = first_seed + 2 * k as u64;
         let clean = match clean_runs.get(&(e.clean, e.sections)) {
             Some(r) => r.clone(),
             None => {

@@ -55,6 +55,30 @@ impl Reply {
             .fold("", |best, w| if w.len() > best.len() { w } else { best })
     }
 
+    /// The longest word without its first and last characters: a stop
+    /// string that falls inside a word the same greedy request writes
+    /// again ("ell" of "hello"; a word under 3 characters is kept whole).
+    pub fn word_infix(&self) -> &str {
+        let word = self.longest_word();
+        let mut inner = word.char_indices().skip(1);
+        match (inner.next(), word.char_indices().last()) {
+            (Some((start, _)), Some((end, _))) if start < end => &word[start..end],
+            _ => word,
+        }
+    }
+
+    /// The longest word with its last character changed: a stop string
+    /// that shares all but its end with a word the reply holds, so it
+    /// never completes ("stoppinx" against "stopping").
+    pub fn word_near_miss(&self) -> String {
+        let word = self.longest_word();
+        let Some((at, last)) = word.char_indices().last() else {
+            return String::new();
+        };
+        let other = if last == 'x' { 'q' } else { 'x' };
+        format!("{}{other}", &word[..at])
+    }
+
     /// This reply as the next request's history holds it when a client
     /// of the official SDKs appends the returned message as is: `content`
     /// null when there is no text, `refusal` null, the calls with their ids.
@@ -85,5 +109,28 @@ impl Reply {
             v = v.get(key)?;
         }
         v.as_u64()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reply;
+
+    fn said(text: &str) -> Reply {
+        Reply {
+            content: text.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn stop_strings_made_from_a_reply_fall_inside_its_word_or_just_miss_it() {
+        let r = said("Say the word: stopping.");
+        assert_eq!(r.longest_word(), "stopping");
+        assert_eq!(r.word_infix(), "toppin");
+        assert_eq!(r.word_near_miss(), "stoppinx");
+        assert_eq!(said("box").word_near_miss(), "boq");
+        assert_eq!(said("ok").word_infix(), "ok");
+        assert_eq!(said("").word_near_miss(), "");
     }
 }

@@ -37,6 +37,23 @@ pub const FAULTS: [&str; 11] = [
     "cross_talk",
 ];
 
+/// The bug classes of AFM's own harness (`docs/afm-parity.md`): stops
+/// matched only on whole words, fired by a word that only begins them,
+/// trimmed (a newline stop lost), or an empty list read as an empty stop
+/// that fires at once; `logprobs: false` answered with logprobs anyway;
+/// sampling parameters dropped; every seed replaced by one; a stop that
+/// turns off reasoning extraction (markers left in content).
+pub const PARITY_FAULTS: [&str; 8] = [
+    "stop_whole_words",
+    "stop_partial_fires",
+    "stops_trimmed",
+    "stop_empty_at_once",
+    "logprobs_always",
+    "ignored_sampling",
+    "fixed_seed",
+    "stop_breaks_reasoning",
+];
+
 /// Faults that accept a feature and silently drop it: the capability
 /// probes must see them as "accepted and ignored", so the cases run and
 /// fail instead of skipping.
@@ -118,12 +135,29 @@ async fn chat(State(front): State<Arc<Front>>, Path(fault): Path<String>, body: 
 async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Response {
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     // A server that treats response_format (or logit_bias) as a hint: the
-    // engine never sees it.
+    // engine never sees it. Stop faults match stops themselves, after.
     let stripped;
+    let mut front_stops = None;
     let body = match (&request, fault) {
-        (Value::Object(map), "ignored_response_format" | "ignored_logit_bias") => {
+        (Value::Object(map), _) if rewrites_request(fault) => {
             let mut map = map.clone();
-            map.remove(fault.strip_prefix("ignored_").expect("named so"));
+            match fault {
+                "ignored_response_format" | "ignored_logit_bias" => {
+                    map.remove(fault.strip_prefix("ignored_").expect("named so"));
+                }
+                "ignored_sampling" => {
+                    for k in ["top_k", "top_p", "min_p", "repetition_penalty"] {
+                        map.remove(k);
+                    }
+                }
+                "fixed_seed" => {
+                    map.insert("seed".into(), json!(0));
+                }
+                "logprobs_always" if map.get("logprobs") == Some(&json!(false)) => {
+                    map.insert("logprobs".into(), json!(true));
+                }
+                _ => front_stops = map.remove("stop").map(|s| stop_list(&s)),
+            }
             stripped = serde_json::to_vec(&map).expect("JSON");
             &stripped[..]
         }
@@ -154,6 +188,9 @@ async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Respo
     } else {
         inject_whole(fault, &ctx, &mut whole);
     }
+    if let Some(stops) = front_stops {
+        apply_faulty_stops(fault, &stops, streamed, &mut chunks, &mut whole);
+    }
     let mut response = if streamed {
         let mut text = String::new();
         for c in &chunks {
@@ -172,6 +209,119 @@ async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Respo
     response
 }
 
+fn rewrites_request(fault: &str) -> bool {
+    matches!(
+        fault,
+        "ignored_response_format"
+            | "ignored_logit_bias"
+            | "ignored_sampling"
+            | "fixed_seed"
+            | "logprobs_always"
+            | "stop_whole_words"
+            | "stop_partial_fires"
+            | "stops_trimmed"
+            | "stop_empty_at_once"
+    )
+}
+
+fn stop_list(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Where a stop fault's matcher ends `text`, if it does.
+fn faulty_cut(fault: &str, stops: &[String], text: &str) -> Option<usize> {
+    let earliest = |stops: &[String]| {
+        stops
+            .iter()
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| text.find(s.as_str()))
+            .min()
+    };
+    let word_char = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    match fault {
+        // Only where the stop stands as a word of its own.
+        "stop_whole_words" => stops
+            .iter()
+            .filter(|s| !s.is_empty())
+            .flat_map(|s| text.match_indices(s.as_str()).map(|(at, m)| (at, m.len())))
+            .filter(|&(at, len)| {
+                !word_char(text[..at].chars().last()) && !word_char(text[at + len..].chars().next())
+            })
+            .map(|(at, _)| at)
+            .min(),
+        // All but the stop's last character is taken as the stop.
+        "stop_partial_fires" => {
+            let shortened: Vec<String> = stops
+                .iter()
+                .map(|s| match s.char_indices().last() {
+                    Some((at, _)) if at > 0 => s[..at].to_string(),
+                    _ => s.clone(),
+                })
+                .collect();
+            earliest(&shortened)
+        }
+        "stops_trimmed" => {
+            let trimmed: Vec<String> = stops.iter().map(|s| s.trim().to_string()).collect();
+            earliest(&trimmed)
+        }
+        // `text.find("")` of an empty list read as one empty stop.
+        "stop_empty_at_once" if stops.is_empty() => Some(0),
+        _ => earliest(stops),
+    }
+}
+
+/// Cuts the content where the fault's matcher ends it.
+fn apply_faulty_stops(
+    fault: &str,
+    stops: &[String],
+    streamed: bool,
+    chunks: &mut [Value],
+    whole: &mut Value,
+) {
+    if !streamed {
+        let text = whole["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if let Some(at) = faulty_cut(fault, stops, &text) {
+            whole["choices"][0]["message"]["content"] = json!(text[..at]);
+            whole["choices"][0]["finish_reason"] = json!("stop");
+        }
+        return;
+    }
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| {
+            c.pointer("/choices/0/delta/content")
+                .and_then(Value::as_str)
+        })
+        .collect();
+    let Some(at) = faulty_cut(fault, stops, &text) else {
+        return;
+    };
+    let mut seen = 0;
+    for c in chunks.iter_mut() {
+        if let Some(d) = c.pointer_mut("/choices/0/delta/content") {
+            let piece = d.as_str().unwrap_or_default().to_string();
+            let keep = at.saturating_sub(seen).min(piece.len());
+            seen += piece.len();
+            *d = json!(piece[..keep]);
+        }
+        if let Some(f) = c.pointer_mut("/choices/0/finish_reason") {
+            if !f.is_null() {
+                *f = json!("stop");
+            }
+        }
+    }
+}
+
 struct Ctx<'a> {
     request: &'a Value,
     together: bool,
@@ -184,6 +334,12 @@ impl Ctx<'_> {
 
     fn sampled(&self) -> bool {
         self.request["temperature"].as_f64().unwrap_or(1.0) > 0.0
+    }
+
+    /// `stop_breaks_reasoning`: a request with a stop is served with its
+    /// reasoning left in content, markers and all.
+    fn stop_breaks(&self, fault: &str) -> bool {
+        fault == "stop_breaks_reasoning" && self.request.get("stop").is_some()
     }
 
     fn thinking_off(&self) -> bool {
@@ -235,7 +391,7 @@ fn inject_whole(fault: &str, ctx: &Ctx, body: &mut Value) {
             );
             message["content"] = json!(drifted);
         }
-        "reasoning" if !ctx.thinking_off() => {
+        "reasoning" | "stop_breaks_reasoning" if !ctx.thinking_off() && !ctx.stop_breaks(fault) => {
             message["reasoning_content"] = json!(THOUGHT);
             body["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": 5});
         }
@@ -258,7 +414,9 @@ fn inject_whole(fault: &str, ctx: &Ctx, body: &mut Value) {
             }
             usage["completion_tokens_details"] = json!({"reasoning_tokens": reasoning});
         }
-        "markers_in_content" => {
+        "markers_in_content" | "stop_breaks_reasoning"
+            if fault == "markers_in_content" || ctx.stop_breaks(fault) =>
+        {
             let leaked = format!(
                 "<think>{THOUGHT}</think>\n{}",
                 message["content"].as_str().unwrap_or_default()
@@ -354,7 +512,7 @@ fn inject_stream(fault: &str, ctx: &Ctx, chunks: &mut Vec<Value>) {
             let c = delta_chunk(&chunks[0], json!({"content": " Indeed."}));
             chunks.insert(at, c);
         }
-        "reasoning" if !ctx.thinking_off() => {
+        "reasoning" | "stop_breaks_reasoning" if !ctx.thinking_off() && !ctx.stop_breaks(fault) => {
             let c = delta_chunk(&chunks[0], json!({"reasoning_content": THOUGHT}));
             chunks.insert(1, c);
             set_reasoning_usage(chunks);
@@ -387,7 +545,9 @@ fn inject_stream(fault: &str, ctx: &Ctx, chunks: &mut Vec<Value>) {
                 c["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": reasoning});
             }
         }
-        "markers_in_content" => {
+        "markers_in_content" | "stop_breaks_reasoning"
+            if fault == "markers_in_content" || ctx.stop_breaks(fault) =>
+        {
             let c = delta_chunk(
                 &chunks[0],
                 json!({"content": format!("<think>{THOUGHT}</think>\n")}),

@@ -641,6 +641,19 @@ fn fill_text(s: &str, nonce: &str, replies: &[Reply]) -> String {
                 let k: usize = k.parse().unwrap_or(usize::MAX);
                 out.push_str(replies.get(k).map_or("", Reply::longest_word));
             }
+            Some(("reply_infix", k)) => {
+                let k: usize = k.parse().unwrap_or(usize::MAX);
+                out.push_str(replies.get(k).map_or("", Reply::word_infix));
+            }
+            Some(("reply_near_miss", k)) => {
+                let k: usize = k.parse().unwrap_or(usize::MAX);
+                out.push_str(
+                    &replies
+                        .get(k)
+                        .map(Reply::word_near_miss)
+                        .unwrap_or_default(),
+                );
+            }
             Some(("call_id", k)) => {
                 let k: usize = k.parse().unwrap_or(usize::MAX);
                 let id = replies

@@ -1,6 +1,6 @@
 //! Checks that compare several replies of a scenario rather than look at
 //! one: `all_equal`, `same_as`, `own_marker`, `prompt_holds_history`,
-//! `stops_before_reply_word`. Each takes the scenario's `steps` and the
+//! `stops_before_reply_word`, `stopped_at_stop`, `differs_from`. Each takes the scenario's `steps` and the
 //! subjects it checks (`on`, indices into `steps`) and returns one
 //! mismatch per subject that fails (`all_equal`: one for all).
 
@@ -110,6 +110,86 @@ pub(super) fn stops_before_reply_word(
                 (
                     format!("step {of}'s content up to {word:?}: {}", clip(before)),
                     format!("step {i}: {}", clip(&got)),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The stop strings a request sent (`stop` or Anthropic's
+/// `stop_sequences`, a string or a list); an empty string stops nothing.
+fn stops_of(request: &Value) -> Vec<String> {
+    let v = match &request["stop"] {
+        Value::Null => &request["stop_sequences"],
+        v => v,
+    };
+    let list = match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    };
+    list.into_iter().filter(|s| !s.is_empty()).collect()
+}
+
+/// Step `of`'s content cut before the earliest occurrence of any of each
+/// subject's stops (all of it when none occurs) is what the subject says,
+/// trailing whitespace aside. A thinking model's server may match stops
+/// in the reasoning too (vLLM and afm-serve do; AFM only in the content):
+/// either is a stop that fired where it first occurred, so the subject
+/// may instead be step `of`'s reasoning and content together, cut so.
+pub(super) fn stopped_at_stop(steps: &[Exchange], on: &[usize], of: usize) -> Vec<Mismatch> {
+    let Some(full) = steps.get(of).map(Reply::of) else {
+        return vec![(format!("step {of}"), "no such step".into())];
+    };
+    let text = format!("{}{}", full.reasoning, full.content);
+    on.iter()
+        .filter(|&&i| i != of)
+        .filter_map(|&i| {
+            let stops = stops_of(&steps[i].request);
+            let cut = |whole: &str| -> (bool, String) {
+                let at = stops.iter().filter_map(|s| whole.find(s.as_str())).min();
+                let kept = at.map_or(whole, |at| &whole[..at]);
+                (at.is_some(), kept.trim_end().to_string())
+            };
+            let (fired, want) = cut(&full.content);
+            let got = Reply::of(&steps[i]);
+            let in_content = got.content.trim_end() == want;
+            let in_text = format!("{}{}", got.reasoning, got.content).trim_end() == cut(&text).1;
+            (!in_content && !in_text).then(|| {
+                let how = match fired {
+                    true => "cut at the first of",
+                    false => "whole: it holds none of",
+                };
+                (
+                    format!("step {of}'s content {how} {stops:?}: {}", clip(&want)),
+                    format!("step {i}: {}", clip(&got.content)),
+                )
+            })
+        })
+        .collect()
+}
+
+pub(super) fn differs_from(
+    steps: &[Exchange],
+    on: &[usize],
+    of: usize,
+    field: Field,
+) -> Vec<Mismatch> {
+    let Some(reference) = steps.get(of) else {
+        return vec![(format!("step {of}"), "no such step".into())];
+    };
+    let same = field_of(&Reply::of(reference), field);
+    on.iter()
+        .filter(|&&i| i != of)
+        .filter_map(|&i| {
+            let got = field_of(&Reply::of(&steps[i]), field);
+            (got == same).then(|| {
+                (
+                    format!("{field:?} other than step {of}'s"),
+                    format!("step {i}, the same: {}", clip(&got)),
                 )
             })
         })
@@ -233,6 +313,7 @@ fn field_of(r: &Reply, f: Field) -> String {
     match f {
         Field::Content => r.content.clone(),
         Field::Reasoning => r.reasoning.clone(),
+        Field::Text => format!("{}{}", r.reasoning, r.content),
         Field::ToolCalls => r
             .tool_calls
             .iter()
@@ -283,6 +364,66 @@ mod tests {
             1,
             "the stop ignored"
         );
+    }
+
+    #[test]
+    fn a_stop_cuts_at_its_first_occurrence_and_a_missing_one_cuts_nothing() {
+        let spec = spec(Check::StoppedAtStop { of: 0 });
+        let full = chat_reply("Say hello.\nThen stopping here.");
+        let run = |stop: serde_json::Value, got: &str| {
+            let mut ex = chat_reply(got);
+            ex.request = json!({"stop": stop});
+            spec.evaluate(&[full.clone(), ex], &[1]).len()
+        };
+        // Inside a word, on a newline, the earliest of several.
+        assert_eq!(run(json!(["ell"]), "Say h"), 0);
+        assert_eq!(
+            run(json!("ell"), "Say hello."),
+            1,
+            "a stop inside a word ignored"
+        );
+        assert_eq!(run(json!(["\n"]), "Say hello."), 0);
+        assert_eq!(
+            run(json!(["\n"]), "Say hello.\nThen"),
+            1,
+            "the newline ignored"
+        );
+        assert_eq!(run(json!(["here", "Then"]), "Say hello.\n"), 0);
+        // A near miss or an empty list: the whole reply.
+        let whole = "Say hello.\nThen stopping here.";
+        assert_eq!(run(json!(["stoppinx"]), whole), 0);
+        assert_eq!(
+            run(json!(["stoppinx"]), "Say hello.\nThen "),
+            1,
+            "fired on a near miss"
+        );
+        assert_eq!(run(json!([]), whole), 0);
+        assert_eq!(run(json!([]), ""), 1, "an empty list stopped at once");
+        // A stop met first in a thinking model's reasoning.
+        let mut thought = chat_reply("Fruits: apple");
+        thought.body["choices"][0]["message"]["reasoning_content"] = json!("Think.\nList.");
+        let mut cut_there = chat_reply("");
+        cut_there.body["choices"][0]["message"]["reasoning_content"] = json!("Think.");
+        cut_there.request = json!({"stop": ["\n"]});
+        assert!(spec
+            .evaluate(&[thought.clone(), cut_there], &[1])
+            .is_empty());
+        let mut cut_nowhere = chat_reply("");
+        cut_nowhere.body["choices"][0]["message"]["reasoning_content"] = json!("Think.\nList.");
+        cut_nowhere.request = json!({"stop": ["\n"]});
+        assert_eq!(spec.evaluate(&[thought, cut_nowhere], &[1]).len(), 1);
+    }
+
+    #[test]
+    fn a_parameter_that_must_change_the_reply_did() {
+        let spec = spec(Check::DiffersFrom {
+            of: 0,
+            field: Field::Content,
+        });
+        let steps = [chat_reply("apple apple"), chat_reply("apple pear")];
+        assert!(spec.evaluate(&steps, &[1]).is_empty());
+        let steps = [chat_reply("apple apple"), chat_reply("apple apple")];
+        assert_eq!(spec.evaluate(&steps, &[1]).len(), 1);
     }
 
     #[test]

@@ -37,6 +37,15 @@ pub(super) fn logprobs(r: &Reply, top: usize) -> Outcome {
     Ok(())
 }
 
+/// No logprobs object anywhere in the reply.
+pub(super) fn none(r: &Reply) -> Outcome {
+    ensure(
+        !r.logprobs_present,
+        "no logprobs (null or absent), as the request asked",
+        || format!("logprobs with {} tokens", r.logprobs.len()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{json, Value};

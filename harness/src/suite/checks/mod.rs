@@ -39,6 +39,10 @@ pub enum Field {
     Content,
     Reasoning,
     ToolCalls,
+    /// Reasoning, then content: all the text the model wrote, for
+    /// sampling cases that must not depend on where a thinking model's
+    /// `max_tokens` ran out.
+    Text,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -185,6 +189,24 @@ pub enum Check {
         #[serde(default)]
         field: Field,
     },
+    /// Each subject differs from step `of` on `field`: a parameter that
+    /// must change the output (another seed, a repetition penalty) did.
+    DiffersFrom {
+        of: usize,
+        #[serde(default)]
+        field: Field,
+    },
+    /// Each subject's content is step `of`'s (the same greedy request
+    /// without a stop) cut before the earliest place where one of the
+    /// subject's own stop strings occurs, all of it when none does: a
+    /// stop fires inside a word, on a newline, and not on a near miss,
+    /// and an empty list stops nothing (trailing whitespace aside).
+    StoppedAtStop {
+        of: usize,
+    },
+    /// The reply carries no logprobs (`null` or absent, in every chunk):
+    /// `logprobs: false` is not "logprobs anyway".
+    NoLogprobs,
     /// Each subject's prompt is longer than step `of`'s prompt and reply
     /// together (usage): the whole conversation reached the model, whatever
     /// the model then makes of it. `with_reply = false`: longer than step
@@ -402,6 +424,8 @@ impl CheckSpec {
             Check::StopsBeforeReplyWord { of } => {
                 across_steps::stops_before_reply_word(steps, on, *of)
             }
+            Check::StoppedAtStop { of } => across_steps::stopped_at_stop(steps, on, *of),
+            Check::DiffersFrom { of, field } => across_steps::differs_from(steps, on, *of, *field),
             Check::PromptHoldsHistory { of, with_reply } => {
                 across_steps::prompt_holds_history(steps, on, *of, *with_reply)
             }
@@ -556,11 +580,14 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
             ..
         } => usage::cached_tokens(&r, *min, *max, *min_fraction, *max_fraction),
         Check::Logprobs { top } => logprobs::logprobs(&r, *top),
+        Check::NoLogprobs => logprobs::none(&r),
         Check::AllEqual { .. }
         | Check::SameAs { .. }
         | Check::OwnMarker { .. }
         | Check::PromptHoldsHistory { .. }
         | Check::StopsBeforeReplyWord { .. }
+        | Check::StoppedAtStop { .. }
+        | Check::DiffersFrom { .. }
         | Check::NoTokenOf { .. }
         | Check::OwnReply => Ok(()),
     }
