@@ -111,7 +111,7 @@ const EXPECTATIONS: [Expectation; 11] = [
 ];
 
 /// The classes AFM's harness checks that the seeds do not.
-const PARITY_EXPECTATIONS: [Expectation; 8] = [
+const PARITY_EXPECTATIONS: [Expectation; 12] = [
     Expectation {
         fault: "stop_whole_words",
         clean: "clean",
@@ -164,6 +164,30 @@ const PARITY_EXPECTATIONS: [Expectation; 8] = [
         clean: "reasoning",
         sections: &["reasoning"],
         caught_by: &["reasoning.with_stop"],
+    },
+    Expectation {
+        fault: "cache_miss_long",
+        clean: "clean",
+        sections: &["prefix_cache"],
+        caught_by: &["prefix_cache.long_prompt_hit"],
+    },
+    Expectation {
+        fault: "cache_miss_with_history",
+        clean: "clean",
+        sections: &["prefix_cache"],
+        caught_by: &["prefix_cache.growing_conversation"],
+    },
+    Expectation {
+        fault: "nan_long_prompt",
+        clean: "clean",
+        sections: &["coherence"],
+        caught_by: &["coherence.long_prompt_2k", "coherence.long_prompt_4k"],
+    },
+    Expectation {
+        fault: "nullable_history_crash",
+        clean: "clean",
+        sections: &["tools"],
+        caught_by: &["tools.nullable_history"],
     },
 ];
 

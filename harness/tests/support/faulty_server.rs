@@ -43,7 +43,12 @@ pub const FAULTS: [&str; 11] = [
 /// that fires at once; `logprobs: false` answered with logprobs anyway;
 /// sampling parameters dropped; every seed replaced by one; a stop that
 /// turns off reasoning extraction (markers left in content).
-pub const PARITY_FAULTS: [&str; 8] = [
+/// Then: a cache that misses on prompts over 3,000 tokens (AFM #94) or
+/// once the history holds an assistant turn; logprobs lost and text
+/// garbled past 1,500 prompt tokens (a NaN in long attention); a chat
+/// template that crashes on a nullable parameter once a call is in the
+/// history (AFM #32).
+pub const PARITY_FAULTS: [&str; 12] = [
     "stop_whole_words",
     "stop_partial_fires",
     "stops_trimmed",
@@ -52,6 +57,10 @@ pub const PARITY_FAULTS: [&str; 8] = [
     "ignored_sampling",
     "fixed_seed",
     "stop_breaks_reasoning",
+    "cache_miss_long",
+    "cache_miss_with_history",
+    "nan_long_prompt",
+    "nullable_history_crash",
 ];
 
 /// Faults that accept a feature and silently drop it: the capability
@@ -163,6 +172,10 @@ async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Respo
         }
         _ => body,
     };
+    if fault == "nullable_history_crash" && nullable_in_history(&request) {
+        let error = json!({"error": {"message": "Error rendering prompt with jinja template: \"Cannot apply filter \"tojson\" to type: UndefinedValue\" (in chat: 42)", "type": "server_error", "code": 500}});
+        return (StatusCode::INTERNAL_SERVER_ERROR, Json(error)).into_response();
+    }
     let (streamed, mut chunks, mut whole, grammar) = match front.api.chat_completions(body).await {
         Err(e) => {
             let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
@@ -207,6 +220,21 @@ async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Respo
             .insert(GRAMMAR_HEADER, HeaderValue::from_static(grammar.as_str()));
     }
     response
+}
+
+/// A tool message in the history and a tool with an `anyOf` parameter.
+fn nullable_in_history(request: &Value) -> bool {
+    let tool_turn = request["messages"]
+        .as_array()
+        .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+    let nullable = request["tools"].as_array().is_some_and(|tools| {
+        tools.iter().any(|t| {
+            t["function"]["parameters"]["properties"]
+                .as_object()
+                .is_some_and(|p| p.values().any(|v| v.get("anyOf").is_some()))
+        })
+    });
+    tool_turn && nullable
 }
 
 fn rewrites_request(fault: &str) -> bool {
@@ -342,6 +370,16 @@ impl Ctx<'_> {
         fault == "stop_breaks_reasoning" && self.request.get("stop").is_some()
     }
 
+    fn prompt_over(&self, usage: &Value, tokens: u64) -> bool {
+        usage["prompt_tokens"].as_u64().is_some_and(|p| p > tokens)
+    }
+
+    fn has_history(&self) -> bool {
+        self.request["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "assistant"))
+    }
+
     fn thinking_off(&self) -> bool {
         self.request
             .pointer("/chat_template_kwargs/enable_thinking")
@@ -367,6 +405,7 @@ const THOUGHT: &str = "I should answer briefly.";
 const RUNAWAY: &str = "<|im_end|>\n<|im_start|>user\nAnd then";
 
 fn inject_whole(fault: &str, ctx: &Ctx, body: &mut Value) {
+    let usage = body["usage"].clone();
     let choice = &mut body["choices"][0];
     let message = &mut choice["message"];
     match fault {
@@ -434,6 +473,23 @@ fn inject_whole(fault: &str, ctx: &Ctx, body: &mut Value) {
             );
             message["content"] = json!(ran_on);
             choice["finish_reason"] = json!("length");
+        }
+        "cache_miss_long" if ctx.prompt_over(&usage, 3000) => {
+            body["usage"]["prompt_tokens_details"]["cached_tokens"] = json!(0)
+        }
+        "cache_miss_with_history" if ctx.has_history() => {
+            body["usage"]["prompt_tokens_details"]["cached_tokens"] = json!(0)
+        }
+        "nan_long_prompt" if ctx.prompt_over(&usage, 1500) => {
+            let choice = &mut body["choices"][0];
+            choice["message"]["content"] = json!("!!!!!!!!");
+            for t in choice["logprobs"]["content"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
+                t["logprob"] = Value::Null;
+            }
         }
         "missing_logprobs" => choice["logprobs"] = Value::Null,
         "zero_cached_tokens" => body["usage"]["prompt_tokens_details"]["cached_tokens"] = json!(0),
@@ -563,6 +619,37 @@ fn inject_stream(fault: &str, ctx: &Ctx, chunks: &mut Vec<Value>) {
                 chunks[at]["choices"][0]["finish_reason"] = json!("length");
                 let c = delta_chunk(&chunks[0], json!({"content": RUNAWAY}));
                 chunks.insert(at, c);
+            }
+        }
+        "cache_miss_long" | "cache_miss_with_history" | "nan_long_prompt" => {
+            let usage = chunks
+                .iter()
+                .find(|c| c["usage"].is_object())
+                .map(|c| c["usage"].clone())
+                .unwrap_or(Value::Null);
+            let hit = match fault {
+                "cache_miss_long" => ctx.prompt_over(&usage, 3000),
+                "cache_miss_with_history" => ctx.has_history(),
+                _ => ctx.prompt_over(&usage, 1500),
+            };
+            for c in chunks.iter_mut().filter(|_| hit) {
+                if fault != "nan_long_prompt" {
+                    if c["usage"].is_object() {
+                        c["usage"]["prompt_tokens_details"]["cached_tokens"] = json!(0);
+                    }
+                    continue;
+                }
+                if let Some(d) = c.pointer_mut("/choices/0/delta/content") {
+                    *d = json!("!");
+                }
+                for t in c
+                    .pointer_mut("/choices/0/logprobs/content")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    t["logprob"] = Value::Null;
+                }
             }
         }
         "missing_logprobs" => {

@@ -37,6 +37,23 @@ pub(super) fn logprobs(r: &Reply, top: usize) -> Outcome {
     Ok(())
 }
 
+/// Logprobs for the content, each a finite number <= 0.
+pub(super) fn finite(r: &Reply) -> Outcome {
+    ensure(!r.logprobs.is_empty(), "logprobs for the content", || {
+        "no logprobs".into()
+    })?;
+    for (k, t) in r.logprobs.iter().enumerate() {
+        ensure(
+            t["logprob"]
+                .as_f64()
+                .is_some_and(|v| v <= 0.0 && v.is_finite()),
+            "a finite logprob <= 0 for every token",
+            || format!("token {k} ({}): {}", t["token"], t["logprob"]),
+        )?;
+    }
+    Ok(())
+}
+
 /// No logprobs object anywhere in the reply.
 pub(super) fn none(r: &Reply) -> Outcome {
     ensure(

@@ -204,6 +204,9 @@ pub enum Check {
     StoppedAtStop {
         of: usize,
     },
+    /// Every content token's logprob is a finite number <= 0 (what a NaN
+    /// in the forward pass breaks), whatever alternatives come with it.
+    FiniteLogprobs,
     /// The reply carries no logprobs (`null` or absent, in every chunk):
     /// `logprobs: false` is not "logprobs anyway".
     NoLogprobs,
@@ -581,6 +584,7 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         } => usage::cached_tokens(&r, *min, *max, *min_fraction, *max_fraction),
         Check::Logprobs { top } => logprobs::logprobs(&r, *top),
         Check::NoLogprobs => logprobs::none(&r),
+        Check::FiniteLogprobs => logprobs::finite(&r),
         Check::AllEqual { .. }
         | Check::SameAs { .. }
         | Check::OwnMarker { .. }
