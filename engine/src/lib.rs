@@ -27,5 +27,5 @@ pub use error::{EngineError, Result};
 pub use models::LoadedModel;
 pub use runtime::{
     generate, Completion, Engine, EngineConfig, EngineEvent, FinishReason, Generation,
-    GenerationRequest, GenerationSettings, Prompt, RequestStream, SamplingParams, Usage,
+    GenerationRequest, GenerationSettings, Priority, Prompt, RequestStream, SamplingParams, Usage,
 };

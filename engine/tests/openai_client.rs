@@ -1,10 +1,10 @@
 //! The official `openai` and `anthropic` Python packages (installed by
 //! scripts/setup.sh) talk to a started afm-serve: chat, streaming,
-//! json_schema, logprobs, seed, completions (`openai_client.py`), Responses
-//! and Messages (`protocol_clients.py`), and the SDK's tool loop as its
-//! users write it, whole and streamed, with content parts and the developer
-//! role (`openai_sdk.py`, also run by the real-client matrix): the scripts
-//! of scripts/interop/clients/.
+//! json_schema, logprobs, seed, completions, files and batches
+//! (`openai_client.py`), Responses and Messages (`protocol_clients.py`),
+//! and the SDK's tool loop as its users write it, whole and streamed, with
+//! content parts and the developer role (`openai_sdk.py`, also run by the
+//! real-client matrix): the scripts of scripts/interop/clients/.
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -5,6 +5,7 @@
 mod conformance;
 mod support;
 
+mod batch_api;
 mod batch_invariance;
 mod cli_errors;
 mod convert;

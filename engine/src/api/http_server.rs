@@ -6,7 +6,8 @@
 //! SSE framing, CORS, body limits and read time, the queue's bound, the
 //! optional key (`Authorization: Bearer` or Anthropic's `x-api-key`).
 //! Connections (their cap, header timeouts, graceful shutdown) are
-//! `listener`'s.
+//! `listener`'s; the Batch API's routes (`/v1/files`, `/v1/batches`) are
+//! `batch`'s, merged here under the same key, CORS and error counting.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -26,6 +27,7 @@ use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_http::cors::CorsLayer;
 
+use crate::api::batch::{self, BatchConfig};
 use crate::api::context::{ApiContext, ApiResponse};
 use crate::api::error::{ApiError, Protocol};
 use crate::api::listener::{serve_connections, ConnectionLimits};
@@ -48,6 +50,8 @@ pub struct ServerConfig {
     pub max_queue: usize,
     /// Connections open at once and the time to send a request.
     pub limits: ConnectionLimits,
+    /// The Batch API's file store and engine lanes.
+    pub batch: BatchConfig,
 }
 
 impl Default for ServerConfig {
@@ -59,6 +63,7 @@ impl Default for ServerConfig {
             max_body_bytes: 4 << 20,
             max_queue: 256,
             limits: ConnectionLimits::default(),
+            batch: BatchConfig::default(),
         }
     }
 }
@@ -105,9 +110,16 @@ pub async fn serve_on(
 /// The application's routes (also usable without a socket, in tests).
 pub fn router(api: Arc<ApiContext>, config: &ServerConfig) -> Router {
     let slots = api.engine.config().concurrent.max(1) + config.max_queue;
+    let rejected = Arc::new(AtomicU64::new(0));
+    let batch = batch::router(
+        api.clone(),
+        &config.batch,
+        rejected.clone(),
+        config.limits.read_timeout,
+    );
     let state = AppState {
         api,
-        rejected: Arc::new(AtomicU64::new(0)),
+        rejected,
         api_key: config.api_key.as_deref().map(Arc::from),
         in_engine: Arc::new(Semaphore::new(slots)),
         max_queue: config.max_queue,
@@ -124,6 +136,7 @@ pub fn router(api: Arc<ApiContext>, config: &ServerConfig) -> Router {
         .route("/v1/messages", post(messages))
         .route("/v1/messages/count_tokens", post(count_tokens))
         .route("/v1/responses", post(responses))
+        .merge(batch)
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), require_key))
         .layer(DefaultBodyLimit::max(config.max_body_bytes))

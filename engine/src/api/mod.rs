@@ -12,6 +12,8 @@
 //! openai/     chat completions and completions
 //! anthropic/  Messages (and count_tokens)
 //! responses/  OpenAI Responses
+//! batch/      the Batch API: /v1/files and /v1/batches, lines run beneath
+//!             interactive requests through the openai/ handlers
 //! http_server routes, SSE framing, CORS, keys, body limits, the queue's bound
 //! listener    the accept loop: connection cap, header and idle timeouts
 //! metrics     Prometheus rendering of the engine's counters
@@ -20,6 +22,7 @@
 //! ```
 
 mod anthropic;
+mod batch;
 mod context;
 mod error;
 mod event_queue;
@@ -36,6 +39,7 @@ mod thinking;
 mod tool_choice;
 mod wire;
 
+pub use batch::BatchConfig;
 pub use context::{ApiContext, ApiResponse, EventStream, SseEvent};
 pub use error::{ApiError, Protocol};
 pub use http_server::{router, serve, serve_on, shutdown_signal, ServerConfig, GRAMMAR_HEADER};

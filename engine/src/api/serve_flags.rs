@@ -4,6 +4,7 @@
 //! its settings through these same flags, so what CI tests in-process is
 //! what a flagless `afm-serve` runs.
 
+use crate::api::batch::BatchConfig;
 use crate::api::http_server::ServerConfig;
 use crate::api::listener::ConnectionLimits;
 use crate::cpu::kernels::Kernels;
@@ -131,6 +132,16 @@ pub struct ServeFlags {
     /// --concurrent running; one more gets a 503 with Retry-After.
     #[arg(long, default_value_t = server().max_queue)]
     pub max_queue: usize,
+    /// Memory in MiB the Batch API's file store may hold: uploaded input
+    /// files and the output and error files batches write, together. An
+    /// upload past it gets a 413; a batch whose results do not fit fails.
+    #[arg(long, default_value_t = server().batch.store_bytes >> 20)]
+    pub batch_store_mb: usize,
+    /// Batch API lines in the engine at once, over all batches. Batch
+    /// lines also yield decode slots to interactive requests; raise this
+    /// to finish batches sooner on an otherwise idle server.
+    #[arg(long, default_value_t = server().batch.concurrency)]
+    pub batch_concurrency: usize,
     /// Connections open at once; one more gets a 503 and is closed.
     #[arg(long, default_value_t = server().limits.max_connections)]
     pub max_connections: usize,
@@ -228,6 +239,10 @@ impl ServeFlags {
 
     /// The HTTP server's settings.
     pub fn server_config(&self) -> anyhow::Result<ServerConfig> {
+        anyhow::ensure!(
+            self.batch_concurrency >= 1,
+            "--batch-concurrency must be at least 1"
+        );
         let loopback = self
             .host
             .parse::<std::net::IpAddr>()
@@ -248,6 +263,10 @@ impl ServeFlags {
                 max_connections: self.max_connections,
                 read_timeout: (self.read_timeout > 0)
                     .then(|| std::time::Duration::from_secs(self.read_timeout)),
+            },
+            batch: BatchConfig {
+                store_bytes: self.batch_store_mb << 20,
+                concurrency: self.batch_concurrency,
             },
         })
     }

@@ -203,6 +203,7 @@ impl Engine {
             grammar,
             output,
             thinking_budget: request.thinking_budget,
+            priority: request.priority,
             events,
         };
         Ok((sequence, RequestStream::of(rx, mode)))

@@ -44,7 +44,8 @@ pub use grammar::{GrammarCompiler, GrammarMode, GrammarState, ReasoningPrefix};
 pub use model_text::ModelText;
 pub use prefix_cache::{PrefixCache, PrefixMatch};
 pub use request::{
-    fit_max_tokens, GenerationRequest, OverlongMaxTokens, Prompt, RequestLimits, ToolChoice,
+    fit_max_tokens, GenerationRequest, OverlongMaxTokens, Priority, Prompt, RequestLimits,
+    ToolChoice,
 };
 pub use sampler::{argmax, logprobs, Sampler, SamplingParams};
 pub use settings::GenerationSettings;

@@ -91,6 +91,19 @@ pub enum ToolChoice {
     Named(String),
 }
 
+/// Who waits on a request, which decides its turn for a decode slot
+/// (`scheduler`): a client on an open connection, or a batch job that has
+/// hours. Ordered: the first is served first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Priority {
+    /// Interactive requests: admitted before any batch request waiting.
+    #[default]
+    Interactive,
+    /// Batch API lines: admitted only when no interactive request waits,
+    /// into slots that leave one free for the next interactive arrival.
+    Batch,
+}
+
 /// A request to the engine.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerationRequest {
@@ -113,6 +126,8 @@ pub struct GenerationRequest {
     /// Anthropic's `disable_parallel_tool_use` inverted); off, the turn
     /// ends after its first call.
     pub parallel_tool_calls: bool,
+    /// Its turn for a decode slot beside other requests.
+    pub priority: Priority,
 }
 
 impl GenerationRequest {
@@ -132,6 +147,7 @@ impl GenerationRequest {
             constraint: None,
             thinking_budget: None,
             parallel_tool_calls: true,
+            priority: Priority::Interactive,
         }
     }
 

@@ -13,6 +13,13 @@
 //! Requests that arrive together and share a prefix nobody has cached yet
 //! do not all compute it: a later one waits while an earlier one prefills
 //! the shared part, then starts from the cache.
+//!
+//! Batch API requests ([`Priority::Batch`]) run beneath interactive ones:
+//! admission takes every waiting interactive request first, admits a batch
+//! one only when none waits, and never lets batch sequences fill the last
+//! free slot, so an interactive arrival starts at the next step instead of
+//! waiting for a batch reply to end (decode steps cannot be preempted).
+//! Interactive prompts also get the step's prefill budget first.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -24,6 +31,7 @@ use crate::runtime::events::EngineEvent;
 use crate::runtime::model_text::ModelText;
 use crate::runtime::prefill_budget::PrefillBudget;
 use crate::runtime::prefix_cache::PrefixCache;
+use crate::runtime::request::Priority;
 use crate::runtime::sequence::{NewSequence, Sequence};
 use crate::runtime::settings::worst_case_positions;
 use crate::runtime::stats::EngineStats;
@@ -146,8 +154,11 @@ impl Scheduler {
         }
     }
 
-    /// Admits waiting sequences in order while a decode slot is free and
-    /// the KV budget holds the next one's worst case (one always runs).
+    /// Admits waiting sequences, by [`next_to_admit`]'s choice, while a
+    /// decode slot is free and the KV budget holds the next one's worst
+    /// case (one always runs). The next sequence not fitting stops
+    /// admission: a batch sequence never passes an interactive one that
+    /// waits for KV.
     fn admit(&mut self) {
         let layout = self.model.kv_layout();
         let context = self.text.limits.context_length;
@@ -159,16 +170,27 @@ impl Scheduler {
             .iter()
             .map(|s| need(s.prompt.len(), s.settings.max_tokens))
             .sum();
-        while self.running.len() < self.config.concurrent.max(1) {
-            let Some(next) = self.waiting.front() else {
+        let slots = self.config.concurrent.max(1);
+        while self.running.len() < slots {
+            let running_batch = self
+                .running
+                .iter()
+                .filter(|s| s.priority == Priority::Batch)
+                .count();
+            let Some(i) = next_to_admit(
+                self.waiting.iter().map(|s| s.priority),
+                running_batch,
+                batch_slots(slots),
+            ) else {
                 break;
             };
+            let next = &self.waiting[i];
             let cost = need(next.prompt.len(), next.settings.max_tokens);
             if !self.running.is_empty() && reserved + cost > self.config.kv_budget_bytes {
                 break;
             }
             reserved += cost;
-            let Some(s) = self.waiting.pop_front() else {
+            let Some(s) = self.waiting.remove(i) else {
                 break;
             };
             self.stats.lock().expect("stats").requests_admitted += 1;
@@ -295,8 +317,15 @@ impl Scheduler {
         }
         let decoding = plan.len();
         let mut budget = self.prefill.tokens(decoding);
-        for (i, s) in self.running.iter().enumerate() {
-            if s.prefilling() && budget > 0 {
+        // Interactive prompts take the budget first; the sort is stable,
+        // so arrival order holds within a priority.
+        let mut prefilling: Vec<usize> = (0..self.running.len())
+            .filter(|&i| self.running[i].prefilling())
+            .collect();
+        prefilling.sort_by_key(|&i| self.running[i].priority);
+        for i in prefilling {
+            let s = &self.running[i];
+            if budget > 0 {
                 let end = (s.prefilled + budget).min(s.prompt.len());
                 let end = self.snapshot_stop(i, end);
                 budget -= end - s.prefilled;
@@ -431,4 +460,65 @@ fn samples(w: &Work) -> bool {
 
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The slots batch sequences may hold together: all but one of
+/// `--concurrent`, so an interactive request arriving while a batch runs
+/// finds a slot at once; with one slot, that slot (a batch then still
+/// progresses, and an interactive request waits for at most one reply).
+fn batch_slots(slots: usize) -> usize {
+    slots.saturating_sub(1).max(1)
+}
+
+/// Which waiting sequence (its index in `waiting`, given in arrival order)
+/// is admitted next: the first interactive one; else, when fewer than
+/// `batch_slots` batch sequences run, the first batch one; else none.
+fn next_to_admit(
+    waiting: impl IntoIterator<Item = Priority>,
+    running_batch: usize,
+    batch_slots: usize,
+) -> Option<usize> {
+    let mut first_batch = None;
+    for (i, priority) in waiting.into_iter().enumerate() {
+        match priority {
+            Priority::Interactive => return Some(i),
+            Priority::Batch if first_batch.is_none() => first_batch = Some(i),
+            Priority::Batch => {}
+        }
+    }
+    first_batch.filter(|_| running_batch < batch_slots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Priority::{Batch, Interactive};
+
+    #[test]
+    fn interactive_requests_are_admitted_before_batch_ones_that_came_first() {
+        assert_eq!(next_to_admit([Batch, Batch, Interactive], 0, 3), Some(2));
+        assert_eq!(next_to_admit([Interactive, Batch], 0, 3), Some(0));
+        // Arrival order within a priority.
+        assert_eq!(
+            next_to_admit([Batch, Interactive, Interactive], 5, 1),
+            Some(1)
+        );
+        assert_eq!(next_to_admit([Batch, Batch], 0, 3), Some(0));
+        assert_eq!(next_to_admit([], 0, 3), None);
+    }
+
+    #[test]
+    fn batch_sequences_leave_a_slot_for_the_next_interactive_request() {
+        assert_eq!(batch_slots(8), 7);
+        assert_eq!(batch_slots(2), 1);
+        // One slot: a batch still runs, one line at a time.
+        assert_eq!(batch_slots(1), 1);
+        assert_eq!(next_to_admit([Batch], 1, batch_slots(2)), None);
+        assert_eq!(next_to_admit([Batch], 0, batch_slots(2)), Some(0));
+        // An interactive request is admitted whatever the batch holds.
+        assert_eq!(
+            next_to_admit([Batch, Interactive], 7, batch_slots(8)),
+            Some(1)
+        );
+    }
 }

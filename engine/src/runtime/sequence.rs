@@ -18,6 +18,7 @@ use crate::runtime::events::{
 };
 use crate::runtime::grammar::GrammarState;
 use crate::runtime::model_text::ModelText;
+use crate::runtime::request::Priority;
 use crate::runtime::sampler::{logprobs, Sampler};
 use crate::runtime::settings::{worst_case_positions, GenerationSettings};
 use crate::runtime::stats::EngineStats;
@@ -32,12 +33,15 @@ pub struct NewSequence {
     pub output: Option<OutputConfig>,
     /// The request's own `thinking_budget`.
     pub thinking_budget: Option<usize>,
+    /// Its turn for a slot (`scheduler::next_to_admit`).
+    pub priority: Priority,
     pub events: UnboundedSender<EngineEvent>,
 }
 
 pub struct Sequence {
     pub prompt: Vec<u32>,
     pub settings: GenerationSettings,
+    pub priority: Priority,
     grammar: Option<GrammarState>,
     pub events: UnboundedSender<EngineEvent>,
     /// Splits chat output into content, reasoning and tool calls as it is
@@ -99,6 +103,7 @@ impl Sequence {
             stop: StopMatcher::new(s.settings.stop.clone()),
             prompt: s.prompt,
             settings: s.settings,
+            priority: s.priority,
             grammar: s.grammar,
             events: s.events,
             slot: None,

@@ -6,8 +6,9 @@ Exits non-zero (with the failing assertion) if any check fails.
 
 import json
 import sys
+import time
 
-from openai import BadRequestError, OpenAI
+from openai import BadRequestError, ConflictError, OpenAI
 
 client = OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused")
 MODEL = client.models.list().data[0].id
@@ -153,6 +154,44 @@ def completions():
     assert r.choices[0].text, r
 
 
+def batches():
+    """`client.files` and `client.batches` as their users call them: the
+    SDK's own types must parse every object the server returns."""
+    lines = [
+        {"custom_id": f"q{i}", "method": "POST", "url": "/v1/chat/completions",
+         "body": {"model": MODEL, "messages": ASK, "max_tokens": 5, "temperature": 0}}
+        for i in range(2)
+    ]
+    content = "\n".join(json.dumps(line) for line in lines).encode()
+    uploaded = client.files.create(file=("questions.jsonl", content), purpose="batch")
+    assert uploaded.purpose == "batch" and uploaded.bytes == len(content), uploaded
+    assert client.files.retrieve(uploaded.id).filename == "questions.jsonl"
+    batch = client.batches.create(
+        input_file_id=uploaded.id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        metadata={"from": "openai_client.py"},
+    )
+    for _ in range(600):
+        batch = client.batches.retrieve(batch.id)
+        if batch.status in ("completed", "failed", "cancelled"):
+            break
+        time.sleep(0.1)
+    assert batch.status == "completed", batch
+    assert batch.request_counts.completed == 2 and batch.request_counts.failed == 0, batch
+    assert batch.metadata == {"from": "openai_client.py"}, batch
+    output = [json.loads(line) for line in client.files.content(batch.output_file_id).text.splitlines()]
+    assert sorted(o["custom_id"] for o in output) == ["q0", "q1"], output
+    assert all(o["response"]["body"]["object"] == "chat.completion" for o in output), output
+    assert client.batches.list(limit=1).data[0].id == batch.id
+    try:
+        client.batches.cancel(batch.id)
+        raise AssertionError("a completed batch was cancelled")
+    except ConflictError:
+        pass
+    assert client.files.delete(uploaded.id).deleted
+
+
 expected = chat()
 streaming(expected)
 json_schema()
@@ -160,4 +199,5 @@ logprobs()
 seed()
 tools()
 completions()
+batches()
 print("openai client: all checks passed")

@@ -17,7 +17,7 @@ use crate::api::sampling::Sampling;
 use crate::api::thinking::{open_reasoning, Thinking};
 use crate::api::wire::{read_body, string_field};
 use crate::loading::chat_template::{media_kind, media_refused};
-use crate::runtime::{GenerationRequest, Prompt, ToolChoice, ToolSpec};
+use crate::runtime::{GenerationRequest, Priority, Prompt, ToolChoice, ToolSpec};
 
 /// The engine's parameter names as Messages calls them.
 pub const PARAM_NAMES: &[(&str, &str)] = &[("response_format", "output_config.format")];
@@ -120,6 +120,7 @@ impl MessagesRequest {
                 .and_then(|c| c.get("disable_parallel_tool_use"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            priority: Priority::Interactive,
         })
     }
 }

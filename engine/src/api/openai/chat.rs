@@ -15,16 +15,28 @@ use crate::api::ids::{new_id, unix_now};
 use crate::api::openai::request::{ChatRequest, CompletionRequest, LogprobsField, MAX_CHOICES};
 use crate::parsers::ParsedToolCall;
 use crate::runtime::{
-    EngineEvent, GenerationRequest, Prompt, RequestStream, TokenLogprob, ToolCallDelta, Usage,
+    EngineEvent, GenerationRequest, Priority, Prompt, RequestStream, TokenLogprob, ToolCallDelta,
+    Usage,
 };
 
 impl ApiContext {
     /// `POST /v1/chat/completions`.
     pub async fn chat_completions(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
+        self.chat_completions_as(body, Priority::Interactive).await
+    }
+
+    /// A chat completion whose engine sequences run at `priority`: the
+    /// Batch API runs its lines through here, so a line is read and
+    /// answered exactly as the same body posted interactively.
+    pub async fn chat_completions_as(
+        &self,
+        body: &[u8],
+        priority: Priority,
+    ) -> Result<ApiResponse, ApiError> {
         let request = ChatRequest::from_json(body)?;
         self.check_model(request.model.as_deref())?;
         let generation = request.to_generation()?;
-        let choices = self.submit_choices(vec![generation], request.choices()?)?;
+        let choices = self.submit_choices(vec![generation], request.choices()?, priority)?;
         let logprobs = matches!(request.logprobs, Some(LogprobsField::Flag(true)))
             .then_some(LogprobsShape::Chat);
         self.respond(&request, choices, Kind::Chat, logprobs).await
@@ -34,6 +46,15 @@ impl ApiContext {
     /// template; `logprobs` in the legacy shape; `echo` puts the prompt
     /// before the completion.
     pub async fn completions(&self, body: &[u8]) -> Result<ApiResponse, ApiError> {
+        self.completions_as(body, Priority::Interactive).await
+    }
+
+    /// A completion at `priority` (see [`ApiContext::chat_completions_as`]).
+    pub async fn completions_as(
+        &self,
+        body: &[u8],
+        priority: Priority,
+    ) -> Result<ApiResponse, ApiError> {
         let request = CompletionRequest::from_json(body)?;
         self.check_model(request.settings.model.as_deref())?;
         let prompts = request.prompts()?;
@@ -65,7 +86,7 @@ impl ApiContext {
             .into_iter()
             .map(|p| request.settings.generation(p, logprobs))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut choices = self.submit_choices(generations, n)?;
+        let mut choices = self.submit_choices(generations, n, priority)?;
         for c in &mut choices {
             c.echo = echoes[c.index / n].clone();
         }
@@ -80,11 +101,13 @@ impl ApiContext {
         &self,
         generations: Vec<GenerationRequest>,
         n: usize,
+        priority: Priority,
     ) -> Result<Vec<Choice>, ApiError> {
         let mut choices = Vec::with_capacity(generations.len() * n);
         for g in generations {
             for i in 0..n {
                 let mut g = g.clone();
+                g.priority = priority;
                 g.sampling.seed = g.sampling.seed.map(|s| s.wrapping_add(i as u64));
                 choices.push(Choice {
                     index: choices.len(),

@@ -13,7 +13,7 @@ use crate::api::sampling::{in_range, Sampling};
 use crate::api::thinking::Thinking;
 use crate::api::tool_choice::tool_choice;
 use crate::api::wire::{integral, present, read_body};
-use crate::runtime::{Constraint, GenerationRequest, Prompt, ToolSpec};
+use crate::runtime::{Constraint, GenerationRequest, Priority, Prompt, ToolSpec};
 
 /// At most this many stop strings (OpenAI's limit).
 pub const MAX_STOP_STRINGS: usize = 4;
@@ -291,6 +291,7 @@ impl ChatRequest {
             constraint: response_format(self.response_format.as_ref())?,
             thinking_budget: self.thinking_budget.map(|b| b as usize),
             parallel_tool_calls: self.parallel_tool_calls.unwrap_or(true),
+            priority: Priority::Interactive,
         })
     }
 }

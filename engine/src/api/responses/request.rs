@@ -18,7 +18,7 @@ use crate::api::thinking::{open_reasoning, Thinking};
 use crate::api::tool_choice::tool_choice;
 use crate::api::wire::{present, read_body, string_field};
 use crate::loading::chat_template::{media_kind, media_refused};
-use crate::runtime::{GenerationRequest, Prompt, ToolChoice, ToolSpec};
+use crate::runtime::{GenerationRequest, Priority, Prompt, ToolChoice, ToolSpec};
 
 /// `POST /v1/responses` body. Unknown fields are ignored.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -201,6 +201,7 @@ impl ResponsesRequest {
             constraint,
             thinking_budget: None,
             parallel_tool_calls: self.parallel_tool_calls.unwrap_or(true),
+            priority: Priority::Interactive,
         })
     }
 }
