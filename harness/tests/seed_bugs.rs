@@ -111,7 +111,7 @@ const EXPECTATIONS: [Expectation; 11] = [
 ];
 
 /// The classes AFM's harness checks that the seeds do not.
-const PARITY_EXPECTATIONS: [Expectation; 12] = [
+const PARITY_EXPECTATIONS: [Expectation; 14] = [
     Expectation {
         fault: "stop_whole_words",
         clean: "clean",
@@ -189,6 +189,18 @@ const PARITY_EXPECTATIONS: [Expectation; 12] = [
         sections: &["tools"],
         caught_by: &["tools.nullable_history"],
     },
+    Expectation {
+        fault: "batch_drops_a_line",
+        clean: "clean",
+        sections: &["batch"],
+        caught_by: &["batch.completed"],
+    },
+    Expectation {
+        fault: "batch_accepts_duplicates",
+        clean: "clean",
+        sections: &["batch"],
+        caught_by: &["batch.duplicate_custom_id"],
+    },
 ];
 
 fn all_capabilities() -> Capabilities {
@@ -213,7 +225,10 @@ async fn run(
         .iter()
         .filter(|s| names.contains(&s.section.as_str()))
         .flat_map(|s| &s.cases)
-        .filter(|c| c.path.as_deref() == Some("/v1/chat/completions"))
+        .filter(|c| {
+            c.path.as_deref() == Some("/v1/chat/completions")
+                || matches!(c.scenario, afm_harness::suite::Scenario::Batch { .. })
+        })
         .map(|c| c.id.clone())
         .collect();
     let options = RunOptions {

@@ -11,6 +11,7 @@ mod bench_load;
 mod bench_mock;
 mod bench_verify;
 mod client_grades;
+mod disconnect;
 #[cfg(feature = "engine")]
 mod gemma4_planted;
 mod grading;

@@ -82,7 +82,7 @@ impl InProcess {
         let mut req = axum::http::Request::builder()
             .method(out.method.as_str())
             .uri(out.path.as_str());
-        if out.body.is_some() {
+        if out.body.is_some() && !out.headers.iter().any(|(n, _)| n == "content-type") {
             req = req.header("content-type", "application/json");
         }
         if let Some(k) = key {

@@ -354,7 +354,10 @@ impl Target {
                     .unwrap_or_else(|| out.path.clone());
                 let mut req = client.request(method, format!("{base}{path}"));
                 if out.body.is_some() {
-                    req = req.header("content-type", "application/json").body(body);
+                    if !out.headers.iter().any(|(n, _)| n == "content-type") {
+                        req = req.header("content-type", "application/json");
+                    }
+                    req = req.body(body);
                 }
                 if let Some(k) = &key {
                     req = req.bearer_auth(k);

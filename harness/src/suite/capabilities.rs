@@ -24,7 +24,7 @@ use crate::server::{Auth, Outgoing, Target};
 /// (its cases are the test); it is absent only when the target says so:
 /// the in-process engine whose model refuses `--deterministic` (routed
 /// experts), or `--assume-absent`.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     "chat",
     "messages",
     "responses",
@@ -38,6 +38,7 @@ pub const ALL: [&str; 13] = [
     "reasoning",
     "prefix_cache",
     "batch_invariance",
+    "batch",
 ];
 
 /// Markers of a thinking mode that must never reach `content`.
@@ -274,6 +275,7 @@ async fn probe_one(
         "grammar" => probe_grammar(target).await,
         "reasoning" => probe_reasoning(target).await,
         "prefix_cache" => probe_prefix_cache(target, nonce).await,
+        "batch" => probe_batch(target).await,
         _ => return None,
     })
 }
@@ -298,6 +300,13 @@ async fn probe_responses(target: &Target) -> (State, String) {
         .await;
     let ok = r.status == 200 && r.body["object"] == "response";
     (endpoint_state(&r, ok), outcome(&r))
+}
+
+/// OpenAI's Batch API: its list of batches answers.
+async fn probe_batch(target: &Target) -> (State, String) {
+    let b = target.get("/v1/batches?limit=1").await;
+    let ok = b.status == 200 && b.body["object"] == "list";
+    (endpoint_state(&b, ok), outcome(&b))
 }
 
 async fn probe_streaming(target: &Target) -> (State, String) {

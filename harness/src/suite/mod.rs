@@ -107,6 +107,22 @@ pub enum Scenario {
         #[serde(default)]
         filler: Option<Value>,
     },
+    /// OpenAI's Batch API: `lines` (each `{custom_id, body}`, bodies for
+    /// `endpoint`) uploaded as a file, a batch run on it, its files read
+    /// and the input deleted (`run::conformance::batch`); checks apply to
+    /// the batch as it ended.
+    Batch {
+        lines: Vec<Value>,
+        #[serde(default = "chat_path")]
+        endpoint: String,
+    },
+    /// `n` streamed copies (`{{slot}}`) released together, each client
+    /// leaving after the first event; then the server's gauge of running
+    /// requests watched until it is 0 (15 s at most; a step of path
+    /// `/metrics`, kept only when the server has a known gauge); then `n`
+    /// copies again, whole, with `max_tokens` 8, read to the end. Checks
+    /// apply to the gauge step and the later requests.
+    Disconnect { n: usize },
     /// A raw body (not JSON-encoded by the harness) to a path, for
     /// validation cases: `body` is sent as is.
     Raw {

@@ -17,7 +17,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
@@ -48,7 +48,10 @@ pub const FAULTS: [&str; 11] = [
 /// garbled past 1,500 prompt tokens (a NaN in long attention); a chat
 /// template that crashes on a nullable parameter once a call is in the
 /// history (AFM #32).
-pub const PARITY_FAULTS: [&str; 12] = [
+/// And two of the Batch API, on the engine's own batch routes: an output
+/// file that loses its last line, and duplicate custom_ids made unique
+/// so the batch runs (a server that never checks them).
+pub const PARITY_FAULTS: [&str; 14] = [
     "stop_whole_words",
     "stop_partial_fires",
     "stops_trimmed",
@@ -61,6 +64,8 @@ pub const PARITY_FAULTS: [&str; 12] = [
     "cache_miss_with_history",
     "nan_long_prompt",
     "nullable_history_crash",
+    "batch_drops_a_line",
+    "batch_accepts_duplicates",
 ];
 
 /// Faults that accept a feature and silently drop it: the capability
@@ -74,6 +79,8 @@ pub const SILENT_FAULTS: [&str; 3] = [
 
 struct Front {
     api: Arc<ApiContext>,
+    /// The engine's own routes, for the Batch API's.
+    routes: Router,
     in_flight: AtomicUsize,
     /// `cross_talk`: the body of the request that arrived last.
     last_body: std::sync::Mutex<Vec<u8>>,
@@ -102,7 +109,9 @@ pub async fn start_with_engine(deterministic: bool) -> String {
 
 /// Serves on an ephemeral port; returns its base address.
 pub async fn start(api: Arc<ApiContext>) -> String {
+    let routes = afm_engine::api::router(api.clone(), &afm_engine::api::ServerConfig::default());
     let front = Arc::new(Front {
+        routes,
         api,
         in_flight: AtomicUsize::new(0),
         last_body: std::sync::Mutex::new(Vec::new()),
@@ -110,6 +119,10 @@ pub async fn start(api: Arc<ApiContext>) -> String {
     let app = Router::new()
         .route("/{fault}/v1/models", get(models))
         .route("/{fault}/v1/chat/completions", post(chat))
+        .route("/{fault}/v1/files", any(batch_api))
+        .route("/{fault}/v1/files/{*rest}", any(batch_api))
+        .route("/{fault}/v1/batches", any(batch_api))
+        .route("/{fault}/v1/batches/{*rest}", any(batch_api))
         .with_state(front);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -117,6 +130,72 @@ pub async fn start(api: Arc<ApiContext>) -> String {
         axum::serve(listener, app).await.unwrap();
     });
     format!("http://{addr}")
+}
+
+/// The Batch API through the engine's routes, the fault applied to what
+/// goes in (`batch_accepts_duplicates`) or comes out
+/// (`batch_drops_a_line`).
+async fn batch_api(State(front): State<Arc<Front>>, request: axum::extract::Request) -> Response {
+    use tower::ServiceExt;
+    let (mut parts, body) = request.into_parts();
+    let path = parts.uri.path().to_string();
+    let (fault, rest) = path[1..].split_once('/').unwrap_or(("clean", ""));
+    let fault = fault.to_string();
+    let query = parts.uri.query().map_or(String::new(), |q| format!("?{q}"));
+    parts.uri = format!("/{rest}{query}").parse().expect("a path");
+    let mut bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    if fault == "batch_accepts_duplicates" && rest == "v1/files" {
+        bytes = Bytes::from(unique_custom_ids(&String::from_utf8_lossy(&bytes)));
+        parts.headers.remove("content-length");
+    }
+    // A fresh request: the front's own path parameters (in the
+    // extensions) would confuse the engine's routes.
+    let mut inner = axum::extract::Request::new(axum::body::Body::from(bytes));
+    *inner.method_mut() = parts.method;
+    *inner.uri_mut() = parts.uri;
+    *inner.headers_mut() = parts.headers;
+    let reply = front
+        .routes
+        .clone()
+        .oneshot(inner)
+        .await
+        .expect("infallible");
+    if fault == "batch_drops_a_line" && rest.ends_with("/content") {
+        let (mut parts, body) = reply.into_parts();
+        let text = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        let mut lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        lines.pop();
+        let kept: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        parts.headers.remove("content-length");
+        return Response::from_parts(parts, axum::body::Body::from(kept));
+    }
+    reply
+}
+
+/// Every repeated `"custom_id":"X"` made `X-2`, `X-3`, ...
+fn unique_custom_ids(text: &str) -> String {
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    // Split on LF alone: the multipart framing's CRLFs stay as they are.
+    text.split('\n')
+        .map(|line| match serde_json::from_str::<Value>(line) {
+            Ok(mut v) if v["custom_id"].is_string() => {
+                let id = v["custom_id"].as_str().unwrap_or_default().to_string();
+                let n = seen.entry(id.clone()).or_default();
+                *n += 1;
+                if *n > 1 {
+                    v["custom_id"] = json!(format!("{id}-{n}"));
+                }
+                v.to_string()
+            }
+            _ => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 async fn models(State(front): State<Arc<Front>>) -> Json<Value> {

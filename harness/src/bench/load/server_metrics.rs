@@ -35,6 +35,11 @@ const WAITING: [&str; 3] = [
     "llamacpp:requests_deferred",
 ];
 
+/// The first known gauge of running requests in `c`: its name and value.
+pub fn running(c: &Counters) -> Option<(&'static str, f64)> {
+    RUNNING.iter().find_map(|n| c.get(*n).map(|v| (*n, *v)))
+}
+
 /// The server's running and waiting requests at one moment of a level.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct GaugePoint {

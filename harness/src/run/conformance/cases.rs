@@ -14,6 +14,7 @@ use crate::protocol::endpoint::MODELS_PATH;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
+use crate::run::conformance::batch;
 use crate::server::{Leave, Outgoing, Target};
 use crate::suite::capabilities::{with_notes, Capabilities};
 use crate::suite::filler;
@@ -269,7 +270,8 @@ pub struct Play {
 /// twice, whole first.
 pub fn modes(case: &Case) -> &'static [bool] {
     match (&case.scenario, case.mode) {
-        (Scenario::StreamPair | Scenario::Raw { .. }, _) => &[false],
+        (Scenario::StreamPair | Scenario::Raw { .. } | Scenario::Batch { .. }, _) => &[false],
+        (Scenario::Disconnect { .. }, _) => &[true],
         (_, Mode::NonStream) => &[false],
         (_, Mode::Stream) => &[true],
         (_, Mode::Both) => &[false, true],
@@ -529,6 +531,46 @@ async fn play(
             subjects.extend(positions.iter().filter(|&&p| p < *n).map(|p| p + 1));
             (out, subjects)
         }
+        Scenario::Batch { lines, endpoint } => {
+            let dialect = Dialect::of_path(endpoint);
+            let model = match target.model() {
+                Some(m) => m.to_string(),
+                None => {
+                    let list = target.get(MODELS_PATH).await;
+                    list.body["data"][0]["id"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                }
+            };
+            let lines: Vec<Value> = lines
+                .iter()
+                .map(|l| {
+                    let mut l = fill(l, nonce, &[]);
+                    if let Value::Object(body) = &mut l["body"] {
+                        dialect.prepare(body, false, seed);
+                        body.entry("model").or_insert_with(|| model.clone().into());
+                    }
+                    l
+                })
+                .collect();
+            let text = batch::jsonl(&lines, endpoint);
+            (
+                batch::play(target, text, endpoint, nonce).await,
+                vec![batch::FINAL],
+            )
+        }
+        Scenario::Disconnect { n } => {
+            let body = prepare(&case.request, true, &[]);
+            let left = leave_together(target, path, (0..*n).map(|k| with_slot(&body, k)).collect());
+            let mut out = left.await;
+            out.push(running_after_leaving(target).await);
+            let mut again = prepare(&case.request, false, &[]);
+            again["max_tokens"] = 8.into();
+            let bodies = (0..*n).map(|k| with_slot(&again, k)).collect();
+            out.extend(together(target, path, bodies).await);
+            (out, (*n..=2 * n).collect())
+        }
         Scenario::Raw { path, body } => {
             let body = fill(&Value::String(body.clone()), nonce, &[]);
             let bytes = body.as_str().unwrap_or_default().as_bytes().to_vec();
@@ -568,6 +610,53 @@ fn with_slot(v: &Value, k: usize) -> Value {
 }
 
 /// Sends `bodies` at once: each task waits at a barrier, then posts.
+/// The bodies sent together, each client leaving after the first event.
+async fn leave_together(target: &Target, path: &str, bodies: Vec<Value>) -> Vec<Exchange> {
+    let sends = bodies.into_iter().map(|b| {
+        let mut out = Outgoing::post(path, serde_json::to_vec(&b).expect("JSON"));
+        out.leave = Leave::AfterFirstEvent;
+        target.send(out)
+    });
+    futures_util::future::join_all(sends).await
+}
+
+/// How long a server may take to notice clients that left.
+const NOTICE_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The server's running-requests gauge, scraped every 250 ms until it is
+/// 0 or [`NOTICE_LIMIT`] passes: a step of path `/metrics` whose body
+/// names the gauge and its samples (`gauge` null: none known here).
+async fn running_after_leaving(target: &Target) -> Exchange {
+    use crate::bench::load::server_metrics::{running, scrape};
+    let start = Instant::now();
+    let mut samples = Vec::new();
+    let mut gauge = None;
+    loop {
+        let Some((name, value)) = scrape(target).await.as_ref().and_then(running) else {
+            break;
+        };
+        gauge = Some(name);
+        samples.push(serde_json::json!([
+            start.elapsed().as_millis() as u64,
+            value
+        ]));
+        if value == 0.0 || start.elapsed() > NOTICE_LIMIT {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let body = serde_json::json!({"gauge": gauge, "samples": samples});
+    Exchange {
+        path: crate::protocol::endpoint::METRICS_PATH.into(),
+        status: 200,
+        // The samples as the report's evidence.
+        raw: body.to_string().into_bytes(),
+        keep_bytes: true,
+        body,
+        ..Default::default()
+    }
+}
+
 async fn together(target: &Target, path: &str, bodies: Vec<Value>) -> Vec<Exchange> {
     let barrier = Arc::new(Barrier::new(bodies.len()));
     let handles: Vec<_> = bodies

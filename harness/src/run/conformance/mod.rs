@@ -2,6 +2,7 @@
 //! target's capabilities probed first, and the report written (JSON,
 //! HTML, JUnit, Markdown summary) and returned.
 
+pub mod batch;
 pub mod cases;
 
 use std::path::PathBuf;

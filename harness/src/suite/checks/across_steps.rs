@@ -172,6 +172,38 @@ pub(super) fn stopped_at_stop(steps: &[Exchange], on: &[usize], of: usize) -> Ve
         .collect()
 }
 
+/// The `/metrics` step of a `disconnect` scenario: its gauge's last
+/// sample is 0.
+pub(super) fn slots_freed(steps: &[Exchange]) -> Vec<Mismatch> {
+    let Some(watch) = steps
+        .iter()
+        .find(|s| s.path == crate::protocol::endpoint::METRICS_PATH)
+    else {
+        return vec![("the scenario's /metrics step".into(), "none".into())];
+    };
+    let Some(gauge) = watch.body["gauge"].as_str() else {
+        return Vec::new();
+    };
+    let samples = watch.body["samples"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let last = samples
+        .last()
+        .map(|s| (s[0].as_u64().unwrap_or(0), s[1].as_f64().unwrap_or(-1.0)));
+    match last {
+        Some((_, 0.0)) => Vec::new(),
+        _ => vec![(
+            format!("{gauge} back to 0 within 15 s of the clients leaving"),
+            format!(
+                "{} at {} ms",
+                last.map_or("no sample".into(), |(_, v)| v.to_string()),
+                last.map_or(0, |(t, _)| t)
+            ),
+        )],
+    }
+}
+
 pub(super) fn differs_from(
     steps: &[Exchange],
     on: &[usize],

@@ -10,6 +10,7 @@
 //! replies of a scenario).
 
 mod across_steps;
+mod batch;
 mod content;
 mod errors;
 #[cfg(test)]
@@ -204,6 +205,21 @@ pub enum Check {
     StoppedAtStop {
         of: usize,
     },
+    /// (`batch` scenario) The batch ended `completed` with every line
+    /// counted and listed, its output holding each custom_id once, each a
+    /// 200 with text.
+    BatchCompleted,
+    /// (`batch` scenario) Input OpenAI refuses (duplicate custom_ids, no
+    /// lines): a 4xx at upload or create, or a batch ended `failed` with
+    /// `errors.data` that ran no line.
+    BatchRefused,
+    /// (`batch` scenario) The input file's metadata, its deletion, and a
+    /// 404 after it.
+    BatchFiles,
+    /// (`disconnect` scenario) The server's gauge of running requests
+    /// came back to 0 after the clients left; a server with no known gauge
+    /// is judged by the later requests alone.
+    SlotsFreed,
     /// Every content token's logprob is a finite number <= 0 (what a NaN
     /// in the forward pass breaks), whatever alternatives come with it.
     FiniteLogprobs,
@@ -428,6 +444,10 @@ impl CheckSpec {
                 across_steps::stops_before_reply_word(steps, on, *of)
             }
             Check::StoppedAtStop { of } => across_steps::stopped_at_stop(steps, on, *of),
+            Check::BatchCompleted => batch::completed(steps),
+            Check::SlotsFreed => across_steps::slots_freed(steps),
+            Check::BatchRefused => batch::refused(steps),
+            Check::BatchFiles => batch::files(steps),
             Check::DiffersFrom { of, field } => across_steps::differs_from(steps, on, *of, *field),
             Check::PromptHoldsHistory { of, with_reply } => {
                 across_steps::prompt_holds_history(steps, on, *of, *with_reply)
@@ -591,6 +611,10 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         | Check::PromptHoldsHistory { .. }
         | Check::StopsBeforeReplyWord { .. }
         | Check::StoppedAtStop { .. }
+        | Check::BatchCompleted
+        | Check::SlotsFreed
+        | Check::BatchRefused
+        | Check::BatchFiles
         | Check::DiffersFrom { .. }
         | Check::NoTokenOf { .. }
         | Check::OwnReply => Ok(()),
