@@ -23,5 +23,6 @@ mod model_routing;
 mod runs;
 #[cfg(feature = "engine")]
 mod seed_bugs;
+mod shutdown;
 #[cfg(feature = "engine")]
 mod silent_failures;

@@ -47,6 +47,9 @@ pub enum Target {
         unanswered: Option<Arc<Unanswered>>,
         /// Replies keep their bytes (`Target::keeping_bytes`).
         keep_bytes: bool,
+        /// The process group of a server this run started (`--server`):
+        /// the shutdown case signals it.
+        owned: Option<u32>,
     },
 }
 
@@ -85,6 +88,9 @@ pub struct Outgoing {
     pub headers: Vec<(String, String)>,
     pub auth: Auth,
     pub leave: Leave,
+    /// Told when the reply's first stream event has come (the shutdown
+    /// case signals the server then); reading goes on.
+    pub first_event: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Outgoing {
@@ -96,6 +102,7 @@ impl Outgoing {
             headers: Vec::new(),
             auth: Auth::Given,
             leave: Leave::Never,
+            first_event: None,
         }
     }
 
@@ -149,6 +156,26 @@ impl Target {
             routes: Vec::new(),
             unanswered: None,
             keep_bytes: false,
+            owned: None,
+        }
+    }
+
+    /// The same target, owning the server whose process group is `pid`
+    /// (HTTP only).
+    pub fn owning(mut self, pid: u32) -> Self {
+        #[allow(irrefutable_let_patterns)]
+        if let Target::Http { owned, .. } = &mut self {
+            *owned = Some(pid);
+        }
+        self
+    }
+
+    /// The process group of the server this run started, if it did.
+    pub fn owned(&self) -> Option<u32> {
+        match self {
+            #[cfg(feature = "engine")]
+            Target::InProcess(_) => None,
+            Target::Http { owned, .. } => *owned,
         }
     }
 
@@ -366,7 +393,7 @@ impl Target {
                     req = req.header(name.as_str(), value.as_str());
                 }
                 match req.send().await {
-                    Ok(r) => read_http(r, out.leave, start, ex).await,
+                    Ok(r) => read_http(r, out, start, ex).await,
                     Err(e) => {
                         ex.unanswered = e.is_timeout() || e.is_connect();
                         ex.transport_error = Some(timeout_named(&e, "no reply headers came"));
@@ -435,7 +462,8 @@ fn headers_of(h: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {
         .collect()
 }
 
-async fn read_http(mut r: reqwest::Response, leave: Leave, start: Instant, ex: &mut Exchange) {
+async fn read_http(mut r: reqwest::Response, out: &Outgoing, start: Instant, ex: &mut Exchange) {
+    let leave = out.leave;
     ex.status = r.status().as_u16();
     ex.headers = headers_of(r.headers());
     if let Some(declared) = r.content_length().filter(|&n| n > REPLY_CAP as u64) {
@@ -463,6 +491,9 @@ async fn read_http(mut r: reqwest::Response, leave: Leave, start: Instant, ex: &
                     break;
                 }
                 reader.feed(&bytes, millis_since(start), ex);
+                if let Some(first) = out.first_event.as_ref().filter(|_| !ex.chunks.is_empty()) {
+                    first.notify_one();
+                }
                 if reader.stops(ex) {
                     break;
                 }

@@ -24,7 +24,7 @@ use crate::server::{Auth, Outgoing, Target};
 /// (its cases are the test); it is absent only when the target says so:
 /// the in-process engine whose model refuses `--deterministic` (routed
 /// experts), or `--assume-absent`.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 15] = [
     "chat",
     "messages",
     "responses",
@@ -39,6 +39,7 @@ pub const ALL: [&str; 14] = [
     "prefix_cache",
     "batch_invariance",
     "batch",
+    "owned_process",
 ];
 
 /// Markers of a thinking mode that must never reach `content`.
@@ -276,6 +277,16 @@ async fn probe_one(
         "reasoning" => probe_reasoning(target).await,
         "prefix_cache" => probe_prefix_cache(target, nonce).await,
         "batch" => probe_batch(target).await,
+        "owned_process" => match target.owned() {
+            Some(pid) => (
+                State::Present,
+                format!("started by afm-test, process group {pid}"),
+            ),
+            None => (
+                State::Absent,
+                "afm-test did not start this server (--server)".into(),
+            ),
+        },
         _ => return None,
     })
 }

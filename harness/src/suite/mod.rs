@@ -123,6 +123,13 @@ pub enum Scenario {
     /// copies again, whole, with `max_tokens` 8, read to the end. Checks
     /// apply to the gauge step and the later requests.
     Disconnect { n: usize },
+    /// The server's graceful stop (`owned_process`: only a server this
+    /// run started): the request streamed, SIGTERM to the server once its
+    /// first event came, a new request 300 ms later, then the process
+    /// watched for 30 s. Steps: the stream (0), the later request (1), the
+    /// exit (2, path `exit`, status 200 when it exited). Runs after every
+    /// other case.
+    Shutdown,
     /// A raw body (not JSON-encoded by the harness) to a path, for
     /// validation cases: `body` is sent as is.
     Raw {

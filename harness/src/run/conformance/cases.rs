@@ -14,7 +14,7 @@ use crate::protocol::endpoint::MODELS_PATH;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
-use crate::run::conformance::batch;
+use crate::run::conformance::{batch, shutdown};
 use crate::server::{Leave, Outgoing, Target};
 use crate::suite::capabilities::{with_notes, Capabilities};
 use crate::suite::filler;
@@ -62,11 +62,29 @@ pub async fn run(
     let progress = Arc::new(progress);
     let limit = Arc::new(Semaphore::new(options.concurrency.max(1)));
     let mut handles = Vec::new();
+    let mut finished: Vec<CaseResult> = Vec::new();
     let mut ordinal = 0u64;
-    for section in sections {
-        for case in &section.cases {
+    // The server's stop ends it for every case: it goes last.
+    let last = |c: &Case| matches!(c.scenario, Scenario::Shutdown);
+    let ordered = sections
+        .iter()
+        .flat_map(|s| s.cases.iter().filter(|c| !last(c)).map(move |c| (s, c)))
+        .chain(
+            sections
+                .iter()
+                .flat_map(|s| s.cases.iter().filter(|c| last(c)).map(move |c| (s, c))),
+        );
+    for (section, case) in ordered {
+        {
             if !options.selection.includes(section, case) {
                 continue;
+            }
+            if last(case) {
+                // Every other case done first.
+                for h in handles.drain(..) {
+                    let done: Result<CaseResult, _> = h.await;
+                    finished.push(done.unwrap_or_else(|e| panic!("a case task failed: {e}")));
+                }
             }
             ordinal += 1;
             let (target, case, section_id) =
@@ -131,7 +149,7 @@ pub async fn run(
             }));
         }
     }
-    let mut results = Vec::new();
+    let mut results = finished;
     for h in handles {
         match h.await {
             Ok(r) => results.push(r),
@@ -271,7 +289,7 @@ pub struct Play {
 pub fn modes(case: &Case) -> &'static [bool] {
     match (&case.scenario, case.mode) {
         (Scenario::StreamPair | Scenario::Raw { .. } | Scenario::Batch { .. }, _) => &[false],
-        (Scenario::Disconnect { .. }, _) => &[true],
+        (Scenario::Disconnect { .. } | Scenario::Shutdown, _) => &[true],
         (_, Mode::NonStream) => &[false],
         (_, Mode::Stream) => &[true],
         (_, Mode::Both) => &[false, true],
@@ -571,6 +589,14 @@ async fn play(
             out.extend(together(target, path, bodies).await);
             (out, (*n..=2 * n).collect())
         }
+        Scenario::Shutdown => {
+            let body = prepare(&case.request, true, &[]);
+            let later = prepare(&case.request, false, &[]);
+            (
+                shutdown::play(target, path, body, later).await,
+                vec![0, 1, 2],
+            )
+        }
         Scenario::Raw { path, body } => {
             let body = fill(&Value::String(body.clone()), nonce, &[]);
             let bytes = body.as_str().unwrap_or_default().as_bytes().to_vec();
@@ -592,6 +618,7 @@ fn outgoing(case: &Case, method: &str, path: &str, body: Option<Vec<u8>>) -> Out
             .collect(),
         auth: case.auth,
         leave: Leave::Never,
+        first_event: None,
     }
 }
 

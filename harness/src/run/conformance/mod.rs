@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod cases;
+pub mod shutdown;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -212,11 +213,23 @@ pub fn run(args: &ConformanceArgs, observer: Arc<dyn Observer>) -> Result<Report
             .absent
             .insert("batch_invariance".into(), reason.clone());
     }
-    let target = opened
+    let mut target = opened
         .target
+        .clone()
         .with_routes(&profile.routes)
         .skip_unanswered()
         .keeping_bytes();
+    match &opened.server {
+        Some(process) => target = target.owning(process.pid()),
+        None => {
+            profile
+                .absent
+                .entry("owned_process".into())
+                .or_insert_with(|| {
+                    "afm-test did not start this server (--server), so it does not stop it".into()
+                });
+        }
+    }
     let requested_model = target.model().map(str::to_string);
     let nonce = cases::run_nonce();
     observer.note(&format!("{selected} cases against {}", target.describe()));

@@ -220,6 +220,12 @@ pub enum Check {
     /// came back to 0 after the clients left; a server with no known gauge
     /// is judged by the later requests alone.
     SlotsFreed,
+    /// (`shutdown` scenario, the request after SIGTERM) Refused: a 503,
+    /// or the connection refused or closed; never served.
+    RefusedWhileStopping,
+    /// (`shutdown` scenario, the exit step) The process ended within
+    /// 30 s of SIGTERM.
+    Exited,
     /// Every content token's logprob is a finite number <= 0 (what a NaN
     /// in the forward pass breaks), whatever alternatives come with it.
     FiniteLogprobs,
@@ -604,6 +610,21 @@ pub fn check_one(check: &Check, ex: &Exchange) -> Outcome {
         } => usage::cached_tokens(&r, *min, *max, *min_fraction, *max_fraction),
         Check::Logprobs { top } => logprobs::logprobs(&r, *top),
         Check::NoLogprobs => logprobs::none(&r),
+        Check::RefusedWhileStopping => match ex.status {
+            503 => Ok(()),
+            0 if ex.body["connection"].is_string() => Ok(()),
+            status => Err((
+                "a 503, or the connection refused, for a request after SIGTERM".into(),
+                format!("{status}: {}", crate::outcome::clip(&ex.body.to_string())),
+            )),
+        },
+        Check::Exited => match ex.status {
+            200 => Ok(()),
+            _ => Err((
+                "the process ended within 30 s of SIGTERM".into(),
+                "still running".into(),
+            )),
+        },
         Check::FiniteLogprobs => logprobs::finite(&r),
         Check::AllEqual { .. }
         | Check::SameAs { .. }
