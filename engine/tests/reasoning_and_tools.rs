@@ -480,3 +480,22 @@ fn a_stop_sequence_ends_the_answer_not_the_reasoning() {
     assert!(!content.contains("lighthouse"), "{body}");
     assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
 }
+
+#[test]
+fn a_newline_stop_is_not_met_by_the_separator_after_the_reasoning() {
+    // `</think>\n\n` then the answer: the separator is not the answer, so a
+    // stop of "\n" ends the answer at its own first line break, not before
+    // it (an empty reply).
+    let api = conformance_api();
+    let mut ask = question("List five fruits, one per line.", 60);
+    let whole = complete(&api, &ask);
+    ask["stop"] = json!(["\n"]);
+    let body = complete(&api, &ask);
+    let want = whole["choices"][0]["message"]["content"].as_str().unwrap();
+    let want = want.split('\n').next().unwrap();
+    assert!(!want.trim().is_empty(), "{whole}");
+    let content = body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(content.trim_end(), want.trim_end(), "{body}");
+}

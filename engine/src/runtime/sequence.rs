@@ -70,6 +70,10 @@ pub struct Sequence {
     sampler: Sampler,
     decoder: IncrementalDecoder,
     stop: StopMatcher,
+    /// Between the end of reasoning and the answer's first visible
+    /// character: the template's separator there (`</think>\n\n`) is not
+    /// the answer, which the parser trims, so stops do not see it.
+    separator: bool,
     /// The parser started a call past `max_tool_calls`: the turn ends.
     calls_capped: bool,
     /// Its last event was sent; the scheduler drops it.
@@ -101,6 +105,7 @@ impl Sequence {
             ),
             forced: VecDeque::new(),
             stop: StopMatcher::new(s.settings.stop.clone()),
+            separator: false,
             prompt: s.prompt,
             settings: s.settings,
             priority: s.priority,
@@ -211,10 +216,19 @@ impl Sequence {
         // end text blocks: reasoning is not matched against them (a stop
         // word in the thinking would end the reply before any content).
         let scan = if in_reasoning {
+            self.separator = true;
             StopScan {
                 emit: piece,
                 stopped_by: None,
             }
+        } else if self.separator {
+            // Nothing is held yet: the separator goes out first, as is.
+            let answer = piece.trim_start();
+            let lead = &piece[..piece.len() - answer.len()];
+            self.separator = answer.is_empty();
+            let mut scan = self.stop.push(answer);
+            scan.emit.insert_str(0, lead);
+            scan
         } else {
             self.stop.push(&piece)
         };

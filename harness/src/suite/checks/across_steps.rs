@@ -137,34 +137,33 @@ fn stops_of(request: &Value) -> Vec<String> {
 /// Step `of`'s content cut before the earliest occurrence of any of each
 /// subject's stops (all of it when none occurs) is what the subject says,
 /// trailing whitespace aside. A thinking model's server may match stops
-/// in the reasoning too (vLLM and afm-serve do; AFM only in the content):
-/// either is a stop that fired where it first occurred, so the subject
-/// may instead be step `of`'s reasoning and content together, cut so.
+/// in the reasoning too (vLLM does; AFM and afm-serve only in the
+/// content): where a stop first occurs inside step `of`'s reasoning, the
+/// subject may instead be that reasoning cut there, with no content.
 pub(super) fn stopped_at_stop(steps: &[Exchange], on: &[usize], of: usize) -> Vec<Mismatch> {
     let Some(full) = steps.get(of).map(Reply::of) else {
         return vec![(format!("step {of}"), "no such step".into())];
     };
-    let text = format!("{}{}", full.reasoning, full.content);
     on.iter()
         .filter(|&&i| i != of)
         .filter_map(|&i| {
             let stops = stops_of(&steps[i].request);
-            let cut = |whole: &str| -> (bool, String) {
-                let at = stops.iter().filter_map(|s| whole.find(s.as_str())).min();
-                let kept = at.map_or(whole, |at| &whole[..at]);
-                (at.is_some(), kept.trim_end().to_string())
-            };
-            let (fired, want) = cut(&full.content);
+            let first = |whole: &str| stops.iter().filter_map(|s| whole.find(s.as_str())).min();
+            let at = first(&full.content);
+            let want = at.map_or(full.content.as_str(), |at| &full.content[..at]);
             let got = Reply::of(&steps[i]);
-            let in_content = got.content.trim_end() == want;
-            let in_text = format!("{}{}", got.reasoning, got.content).trim_end() == cut(&text).1;
-            (!in_content && !in_text).then(|| {
-                let how = match fired {
-                    true => "cut at the first of",
-                    false => "whole: it holds none of",
+            let in_content = got.content.trim_end() == want.trim_end();
+            // Exactly: a reasoning that kept the stop was not cut by it.
+            let in_reasoning = first(&full.reasoning).is_some_and(|r| {
+                got.content.trim().is_empty() && got.reasoning == full.reasoning[..r]
+            });
+            (!in_content && !in_reasoning).then(|| {
+                let how = match at {
+                    Some(_) => "cut at the first of",
+                    None => "whole: it holds none of",
                 };
                 (
-                    format!("step {of}'s content {how} {stops:?}: {}", clip(&want)),
+                    format!("step {of}'s content {how} {stops:?}: {}", clip(want)),
                     format!("step {i}: {}", clip(&got.content)),
                 )
             })
@@ -444,6 +443,18 @@ mod tests {
         cut_nowhere.body["choices"][0]["message"]["reasoning_content"] = json!("Think.\nList.");
         cut_nowhere.request = json!({"stop": ["\n"]});
         assert_eq!(spec.evaluate(&[thought, cut_nowhere], &[1]).len(), 1);
+        // A stop in neither the reasoning nor the content must leave the
+        // content whole: the newline between a thinking model's reasoning
+        // and its answer is in neither.
+        let mut answered = chat_reply("apple, pear");
+        answered.body["choices"][0]["message"]["reasoning_content"] = json!("I list.\n");
+        let mut emptied = chat_reply("");
+        emptied.body["choices"][0]["message"]["reasoning_content"] = json!("I list.\n");
+        emptied.request = json!({"stop": ["\n"]});
+        assert_eq!(spec.evaluate(&[answered.clone(), emptied], &[1]).len(), 1);
+        let mut kept = answered.clone();
+        kept.request = json!({"stop": ["\n"]});
+        assert!(spec.evaluate(&[answered, kept], &[1]).is_empty());
     }
 
     #[test]
