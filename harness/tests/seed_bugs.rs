@@ -111,7 +111,7 @@ const EXPECTATIONS: [Expectation; 11] = [
 ];
 
 /// The classes AFM's harness checks that the seeds do not.
-const PARITY_EXPECTATIONS: [Expectation; 14] = [
+const PARITY_EXPECTATIONS: [Expectation; 18] = [
     Expectation {
         fault: "stop_whole_words",
         clean: "clean",
@@ -200,6 +200,37 @@ const PARITY_EXPECTATIONS: [Expectation; 14] = [
         clean: "clean",
         sections: &["batch"],
         caught_by: &["batch.duplicate_custom_id"],
+    },
+    Expectation {
+        fault: "strict_false_refused",
+        clean: "clean",
+        sections: &["tools"],
+        caught_by: &["tools.strict_false"],
+    },
+    Expectation {
+        fault: "thinking_needs_kwargs",
+        clean: "reasoning",
+        sections: &["template_kwargs"],
+        caught_by: &["template_kwargs.default_thinks"],
+    },
+    Expectation {
+        fault: "kwargs_lost_long_prompt",
+        clean: "reasoning",
+        sections: &["template_kwargs"],
+        caught_by: &["template_kwargs.thinking_off_long_prompt"],
+    },
+    Expectation {
+        fault: "zero_cached_tokens",
+        clean: "clean",
+        sections: &["prefix_cache"],
+        caught_by: &[
+            "prefix_cache.warm_hit",
+            "prefix_cache.changed_suffix",
+            "prefix_cache.concurrent_shared_prefix",
+            "prefix_cache.long_prompt_hit",
+            "prefix_cache.growing_conversation",
+            "prefix_cache.mixed_sequence",
+        ],
     },
 ];
 

@@ -51,7 +51,11 @@ pub const FAULTS: [&str; 11] = [
 /// And two of the Batch API, on the engine's own batch routes: an output
 /// file that loses its last line, and duplicate custom_ids made unique
 /// so the batch runs (a server that never checks them).
-pub const PARITY_FAULTS: [&str; 14] = [
+/// Last: a server that refuses `strict: false` tools; one that thinks only
+/// when `enable_thinking` is given; one that loses the kwargs under a long
+/// prompt (reasoning simulated as `reasoning` does); and a cache that
+/// reports no hit at all.
+pub const PARITY_FAULTS: [&str; 18] = [
     "stop_whole_words",
     "stop_partial_fires",
     "stops_trimmed",
@@ -66,6 +70,10 @@ pub const PARITY_FAULTS: [&str; 14] = [
     "nullable_history_crash",
     "batch_drops_a_line",
     "batch_accepts_duplicates",
+    "strict_false_refused",
+    "thinking_needs_kwargs",
+    "kwargs_lost_long_prompt",
+    "zero_cached_tokens",
 ];
 
 /// Faults that accept a feature and silently drop it: the capability
@@ -251,6 +259,13 @@ async fn serve(front: &Front, fault: &str, body: &[u8], together: bool) -> Respo
         }
         _ => body,
     };
+    let strict_false = request["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["function"]["strict"] == false));
+    if fault == "strict_false_refused" && strict_false {
+        let error = json!({"error": {"message": "tools[0].function.strict must be true", "type": "invalid_request_error", "param": "tools", "code": null}});
+        return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+    }
     if fault == "nullable_history_crash" && nullable_in_history(&request) {
         let error = json!({"error": {"message": "Error rendering prompt with jinja template: \"Cannot apply filter \"tojson\" to type: UndefinedValue\" (in chat: 42)", "type": "server_error", "code": 500}});
         return (StatusCode::INTERNAL_SERVER_ERROR, Json(error)).into_response();
@@ -459,6 +474,21 @@ impl Ctx<'_> {
             .is_some_and(|m| m.iter().any(|m| m["role"] == "assistant"))
     }
 
+    /// Whether the simulated thinking model reasons: unless the request
+    /// turns it off; `thinking_needs_kwargs` only when it turns it on;
+    /// `kwargs_lost_long_prompt` also when off, past 1,500 prompt tokens.
+    fn thinks(&self, fault: &str, usage: &Value) -> bool {
+        match fault {
+            "thinking_needs_kwargs" => {
+                self.request
+                    .pointer("/chat_template_kwargs/enable_thinking")
+                    == Some(&json!(true))
+            }
+            "kwargs_lost_long_prompt" => !self.thinking_off() || self.prompt_over(usage, 1500),
+            _ => !self.thinking_off(),
+        }
+    }
+
     fn thinking_off(&self) -> bool {
         self.request
             .pointer("/chat_template_kwargs/enable_thinking")
@@ -509,7 +539,12 @@ fn inject_whole(fault: &str, ctx: &Ctx, body: &mut Value) {
             );
             message["content"] = json!(drifted);
         }
-        "reasoning" | "stop_breaks_reasoning" if !ctx.thinking_off() && !ctx.stop_breaks(fault) => {
+        "reasoning"
+        | "stop_breaks_reasoning"
+        | "thinking_needs_kwargs"
+        | "kwargs_lost_long_prompt"
+            if ctx.thinks(fault, &usage) && !ctx.stop_breaks(fault) =>
+        {
             message["reasoning_content"] = json!(THOUGHT);
             body["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": 5});
         }
@@ -647,7 +682,12 @@ fn inject_stream(fault: &str, ctx: &Ctx, chunks: &mut Vec<Value>) {
             let c = delta_chunk(&chunks[0], json!({"content": " Indeed."}));
             chunks.insert(at, c);
         }
-        "reasoning" | "stop_breaks_reasoning" if !ctx.thinking_off() && !ctx.stop_breaks(fault) => {
+        "reasoning"
+        | "stop_breaks_reasoning"
+        | "thinking_needs_kwargs"
+        | "kwargs_lost_long_prompt"
+            if ctx.thinks(fault, &stream_usage(chunks)) && !ctx.stop_breaks(fault) =>
+        {
             let c = delta_chunk(&chunks[0], json!({"reasoning_content": THOUGHT}));
             chunks.insert(1, c);
             set_reasoning_usage(chunks);
@@ -740,6 +780,14 @@ fn inject_stream(fault: &str, ctx: &Ctx, chunks: &mut Vec<Value>) {
         }
         _ => {}
     }
+}
+
+/// The usage a stream's last chunk carries (Null without one).
+fn stream_usage(chunks: &[Value]) -> Value {
+    chunks
+        .iter()
+        .find(|c| c["usage"].is_object())
+        .map_or(Value::Null, |c| c["usage"].clone())
 }
 
 fn finish_chunk(chunks: &[Value]) -> usize {
