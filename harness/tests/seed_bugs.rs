@@ -46,6 +46,7 @@ const EXPECTATIONS: [Expectation; 11] = [
         caught_by: &[
             "tools.required_call",
             "tools.auto_call_from_history",
+            "tools.strict_false",
             "tool_coercion.scalars",
             "tool_coercion.array_object_enum",
             "tool_coercion.nullable",
@@ -67,7 +68,11 @@ const EXPECTATIONS: [Expectation; 11] = [
         fault: "markers_in_content",
         clean: "reasoning",
         sections: &["reasoning", "thinking_budget"],
-        caught_by: &["reasoning.separated", "reasoning.disabled"],
+        caught_by: &[
+            "reasoning.separated",
+            "reasoning.disabled",
+            "reasoning.with_stop",
+        ],
     },
     Expectation {
         fault: "thinking_eats_max_tokens",
