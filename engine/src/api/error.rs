@@ -27,6 +27,18 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// 408: a request body that did not arrive within `--read-timeout`.
+    pub fn body_too_slow(limit: std::time::Duration) -> Self {
+        ApiError::new(
+            408,
+            "invalid_request_error",
+            format!(
+                "the request body did not arrive within {} s (--read-timeout)",
+                limit.as_secs_f64()
+            ),
+        )
+    }
+
     pub fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status,

@@ -252,16 +252,9 @@ async fn generate(state: &AppState, request: Request, endpoint: Endpoint) -> Res
 async fn read_body(state: &AppState, request: Request) -> Result<Bytes, ApiError> {
     let read = Bytes::from_request(request, &());
     let read = match state.read_timeout {
-        Some(limit) => tokio::time::timeout(limit, read).await.map_err(|_| {
-            ApiError::new(
-                408,
-                "invalid_request_error",
-                format!(
-                    "the request body did not arrive within {} s (--read-timeout)",
-                    limit.as_secs_f64()
-                ),
-            )
-        })?,
+        Some(limit) => tokio::time::timeout(limit, read)
+            .await
+            .map_err(|_| ApiError::body_too_slow(limit))?,
         None => read.await,
     };
     read.map_err(|rejection| {

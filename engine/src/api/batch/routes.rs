@@ -88,16 +88,9 @@ impl BatchState {
         read: impl Future<Output = Result<T, ApiError>>,
     ) -> Result<T, ApiError> {
         match self.read_timeout {
-            Some(limit) => tokio::time::timeout(limit, read).await.map_err(|_| {
-                ApiError::new(
-                    408,
-                    "invalid_request_error",
-                    format!(
-                        "the request body did not arrive within {} s (--read-timeout)",
-                        limit.as_secs_f64()
-                    ),
-                )
-            })?,
+            Some(limit) => tokio::time::timeout(limit, read)
+                .await
+                .map_err(|_| ApiError::body_too_slow(limit))?,
             None => read.await,
         }
     }
