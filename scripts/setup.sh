@@ -172,7 +172,7 @@ install_mlx_cuda() {
 # (docs/performance.md): OpenBLAS (pthreads) is 21-28% faster than BLIS at
 # 8-32 rows and 10% slower at 1, and the wheel's own reference BLAS ~3x
 # slower than either. AFM_BLAS=blis picks BLIS (the engine sets its thread
-# count at load: engine/src/loading/cpu_blas.rs).
+# count at load: engine/src/cpu/blas.rs).
 blas_library() {
     case "${AFM_BLAS:-openblas}" in
     openblas) echo /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 ;;

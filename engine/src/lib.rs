@@ -4,14 +4,14 @@
 //! Folders by concern, dependencies one way (see `docs/architecture.md`):
 //! `layers` (linear and embedding arithmetic, dense or quantized) <-
 //! `loading` (files -> model parts) <- `models` (architectures, the shared
-//! forward context, KV layout; the registry that `loading` builds networks
-//! through) <- `runtime` (engine thread, scheduler, per-sequence pipeline)
-//! <- `api` (OpenAI protocol, HTTP). `parsers` turn model text into
-//! messages and depend on nothing else here. `device` is MLX's default
-//! device (kind, memory, MLX's buffer cache) and depends on nothing else
-//! here; `cpu` is what the engine adds under MLX's CPU backend (BLAS
-//! threads, the quantized-matmul primitive), stepping aside on a GPU, and
-//! depends on `device` alone.
+//! forward context, KV layout; the registry of architectures, whose
+//! families `loading`'s readers are handed) <- `runtime` (engine thread,
+//! scheduler, per-sequence pipeline) <- `api` (the protocols, HTTP).
+//! `parsers` turn model text into messages and depend on nothing else
+//! here. `device` is MLX's default device (kind, memory, MLX's buffer
+//! cache) and depends on nothing else here; `cpu` is what the engine adds
+//! under MLX's CPU backend (BLAS threads, afm's primitives), stepping aside
+//! on a GPU, and depends on `device` and the error type alone.
 
 pub mod api;
 pub mod cpu;

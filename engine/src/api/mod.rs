@@ -1,24 +1,29 @@
 //! The API layer: each wire protocol read into the engine's protocol-free
 //! request and its events written back in the protocol's shapes, and the
-//! HTTP server that routes to them.
+//! HTTP server that routes to them. Every module of this folder:
 //!
 //! ```text
-//! context     the served model, ids, reply shapes (body or SSE events)
-//! error       errors with each protocol's body
-//! wire        reading request bodies and required fields
-//! sampling    sampling fields and their ranges, as every protocol sends them
+//! context       the served model, ids, reply shapes (body or SSE events)
+//! event_queue   the loop every streamed protocol shares: translated pieces
+//!               handed out one at a time, the stream's open, error and end
+//! ids           ids and timestamps of replies and errors, from one source
+//! error         errors with each protocol's body
+//! wire          reading request bodies and required fields (null = absent)
+//! sampling      sampling fields and their ranges, as every protocol sends them
 //! output_format a requested output format (text, JSON, a schema) as a constraint
-//! tool_choice tool_choice in the OpenAI family's shapes (chat, Responses)
-//! openai/     chat completions and completions
-//! anthropic/  Messages (and count_tokens)
-//! responses/  OpenAI Responses
-//! batch/      the Batch API: /v1/files and /v1/batches, lines run beneath
-//!             interactive requests through the openai/ handlers
-//! http_server routes, SSE framing, CORS, keys, body limits, the queue's bound
-//! listener    the accept loop: connection cap, header and idle timeouts
-//! metrics     Prometheus rendering of the engine's counters
-//! serve_flags afm-serve's flags: the one source of its engine and server settings
-//! thinking    each protocol's thinking switch as the chat template's
+//! tool_choice   tool_choice in the OpenAI family's shapes (chat, Responses)
+//! thinking      each protocol's thinking switch as the chat template's
+//! openai/       chat completions and completions (chat, request)
+//! anthropic/    Messages and count_tokens (request)
+//! responses/    OpenAI Responses (request)
+//! batch/        the Batch API: files (the in-memory store), input (a batch
+//!               file's lines checked), jobs (batches and their runner, lines
+//!               run beneath interactive requests through openai/'s handlers),
+//!               routes (/v1/files and /v1/batches)
+//! http_server   routes, SSE framing, CORS, keys, body limits, the queue's bound
+//! listener      the accept loop: connection cap, header and idle timeouts
+//! metrics       Prometheus rendering of the engine's counters
+//! serve_flags   afm-serve's flags: the one source of its engine and server settings
 //! ```
 
 mod anthropic;

@@ -7,8 +7,9 @@
 //! [`delta_net`], the Gated DeltaNet recurrence of a chunk as one; which of
 //! them a process runs ([`kernels`]: `--kernels auto|mlx|afm`); and the C
 //! heap's policy ([`heap`]), since MLX's CPU arrays are plain `malloc`.
-//! Depends on nothing in the engine but its error type; `loading` and
-//! `models::forward` call it.
+//! Depends on `device` (on a GPU every primitive steps aside) and the
+//! error type, nothing else in the engine; `layers`, `loading`, `models`,
+//! `runtime` and `api` call it.
 
 pub mod attention;
 pub mod blas;
