@@ -2,15 +2,17 @@
 //! clients' word"). The rules of the checks stay the fast path; where a
 //! replay shows a client doing otherwise, the replay wins:
 //!
-//! - a wrong error body whose status the client still raised as the right
-//!   exception class is `degraded` when its user loses the error's message
-//!   or type, `spec` when the exception still carries both;
+//! - a wrong error body (by the `error_body` rules, or off the schema)
+//!   whose status the client still raised as the right exception class is
+//!   `degraded` when its user loses the error's message or type, `spec`
+//!   when the exception still carries both;
 //! - a reply off the schema or the stream rules that the client read whole,
 //!   handing its user values of the types it declares, is `spec`;
 //!   a client that raised on it, or handed its user a wrong type, is `fail`;
-//! - a usage the client's user never gets (absent, not wrong) is `degraded`,
-//!   on every path the SDK offers (the chat `.stream()` helper drops a
-//!   chunk whose `object` is not `chat.completion.chunk`, usage and all);
+//! - a usage the request asked for and the client's user never gets
+//!   (absent, not wrong) is `degraded`, whether one path the SDK offers
+//!   loses it (the chat `.stream()` helper drops a chunk whose `object` is
+//!   not `chat.completion.chunk`, usage and all) or every path does;
 //!   content, calls or a finish that a path drops are a `fail`;
 //! - an answer to a request the published spec forbids, in a case marked
 //!   `lenient`, is `lenient`.
@@ -29,6 +31,9 @@ use super::ClientOutcome;
 pub struct Replayed<'a> {
     pub status: u16,
     pub client: Option<&'a ClientOutcome>,
+    /// The request asked for the usage (`Dialect::asks_usage`; false on
+    /// paths that are no generation).
+    pub asks_usage: bool,
 }
 
 /// Regrades `failures` of `case` from the client outcomes of its steps.
@@ -59,51 +64,23 @@ fn judge<'a>(
         "status" | "status_in" | "error_body" if case.lenient && accepted => {
             (Some(Grade::Lenient), steps.iter().find_map(|s| s.client))
         }
-        "error_body" => {
-            let outcomes: Vec<(u16, &ClientOutcome)> = errors()
-                .filter_map(|s| s.client.map(|c| (s.status, c)))
-                .collect();
-            let Some(&(_, evidence)) = outcomes.first() else {
-                return (None, None);
-            };
-            let right_class = outcomes
-                .iter()
-                .all(|(status, c)| c.raised.as_ref().is_some_and(|r| r.status == Some(*status)));
-            // What the user reads of the exception: its message and type.
-            let lost = outcomes.iter().any(|(_, c)| {
-                c.raised
-                    .as_ref()
-                    .is_some_and(|r| !super::lost_fields(r.fields.as_ref()).is_empty())
-            });
-            let grade = match (right_class, lost) {
-                (false, _) => Grade::Fail,
-                (true, true) => Grade::Degraded,
-                (true, false) => Grade::Spec,
-            };
-            (Some(grade), Some(evidence))
-        }
+        "error_body" => match raised_grade(errors()) {
+            Some((grade, evidence)) => (Some(grade), Some(evidence)),
+            None => (None, None),
+        },
         "schema" | "sse" => {
-            let outcomes: Vec<&ClientOutcome> = successes().filter_map(|s| s.client).collect();
-            let Some(&evidence) = outcomes.first() else {
-                return (None, None);
-            };
-            // The rules' letter-only deviation breaks the client only if
-            // it raised or got a wrong value; a field the SDK declares that
-            // the server leaves out is then newer than the server, as the
-            // rules read it (`protocol::spec_schemas`).
-            let letter_only = f.grade == Grade::Spec;
-            if let Some(&broke) = outcomes.iter().find(|c| breaks(c, letter_only)) {
-                return (Some(Grade::Fail), Some(broke));
-            }
-            // Read rightly, but the user of a call the SDK offers loses
-            // what the reply carried: the usage only is degraded, an
-            // answer's content, calls or finish a failure.
-            match outcomes.iter().find(|c| !c.lost.is_empty()) {
-                Some(&lossy) if lossy.lost.iter().all(|l| l == "usage") => {
-                    (Some(Grade::Degraded), Some(lossy))
-                }
-                Some(&lossy) => (Some(Grade::Fail), Some(lossy)),
-                None => (Some(Grade::Spec), Some(evidence)),
+            // The failure does not say which step it read: an error body
+            // off the schema is graded as a wrong error body, a 2xx reply
+            // by how the client read it, and the worse of the two stands.
+            let refused = raised_grade(errors());
+            let read = read_grade(f, successes());
+            match [refused, read]
+                .into_iter()
+                .flatten()
+                .max_by_key(|(g, _)| g.weight())
+            {
+                Some((grade, evidence)) => (Some(grade), Some(evidence)),
+                None => (None, None),
             }
         }
         "usage" => {
@@ -111,19 +88,97 @@ fn judge<'a>(
             let Some(&evidence) = outcomes.first() else {
                 return (None, None);
             };
-            let usage_absent = |c: &&&ClientOutcome| {
-                c.raised.is_none()
-                    && c.value
-                        .as_ref()
-                        .is_some_and(|v| v.get("usage").is_none_or(|u| u.is_null()))
-            };
-            match outcomes.iter().find(usage_absent) {
+            match outcomes.iter().find(|c| usage_missing(c)) {
                 Some(&absent) => (Some(Grade::Degraded), Some(absent)),
                 None => (None, Some(evidence)),
             }
         }
         _ => (None, steps.iter().rev().find_map(|s| s.client)),
     }
+}
+
+/// An error reply the clients raised: `spec` when every one raised the
+/// status's own exception class with the error's message and type intact,
+/// `degraded` when its user loses either, `fail` for any other exception
+/// (`None`: no client call for them).
+fn raised_grade<'a, 'b>(
+    errors: impl Iterator<Item = &'b Replayed<'a>>,
+) -> Option<(Grade, &'a ClientOutcome)>
+where
+    'a: 'b,
+{
+    let outcomes: Vec<(u16, &ClientOutcome)> = errors
+        .filter_map(|s| s.client.map(|c| (s.status, c)))
+        .collect();
+    let &(_, evidence) = outcomes.first()?;
+    let right_class = outcomes
+        .iter()
+        .all(|(status, c)| c.raised.as_ref().is_some_and(|r| r.status == Some(*status)));
+    // What the user reads of the exception: its message and type.
+    let lost = outcomes.iter().any(|(_, c)| {
+        c.raised
+            .as_ref()
+            .is_some_and(|r| !super::lost_fields(r.fields.as_ref()).is_empty())
+    });
+    let grade = match (right_class, lost) {
+        (false, _) => Grade::Fail,
+        (true, true) => Grade::Degraded,
+        (true, false) => Grade::Spec,
+    };
+    Some((grade, evidence))
+}
+
+/// A 2xx reply off the schema or the stream rules, by what the clients
+/// did with it (`None`: no client call for them).
+fn read_grade<'a, 'b>(
+    f: &Failure,
+    successes: impl Iterator<Item = &'b Replayed<'a>>,
+) -> Option<(Grade, &'a ClientOutcome)>
+where
+    'a: 'b,
+{
+    let read: Vec<(bool, &ClientOutcome)> = successes
+        .filter_map(|s| s.client.map(|c| (s.asks_usage, c)))
+        .collect();
+    let &(_, evidence) = read.first()?;
+    // The rules' letter-only deviation breaks the client only if it
+    // raised or got a wrong value; a field the SDK declares that the
+    // server leaves out is then newer than the server, as the rules read
+    // it (`protocol::spec_schemas`).
+    let letter_only = f.grade == Grade::Spec;
+    if let Some(&(_, broke)) = read.iter().find(|(_, c)| breaks(c, letter_only)) {
+        return Some((Grade::Fail, broke));
+    }
+    // Read rightly, but the user of a call the SDK offers loses what the
+    // reply carried: the usage only is degraded, an answer's content,
+    // calls or finish a failure.
+    if let Some(&(_, lossy)) = read.iter().find(|(_, c)| !c.lost.is_empty()) {
+        let grade = match lossy.lost.iter().all(|l| l == "usage") {
+            true => Grade::Degraded,
+            false => Grade::Fail,
+        };
+        return Some((grade, lossy));
+    }
+    // A usage the request asked for that no path hands its user weighs
+    // as one that a single path loses. Only the stream rules find a usage
+    // chunk missing: a schema finding is about another field, whatever
+    // another step of its case lost.
+    let usage_found_missing = f.check == "sse";
+    if let Some(&(_, unused)) = read
+        .iter()
+        .find(|(asked, c)| usage_found_missing && *asked && usage_missing(c))
+    {
+        return Some((Grade::Degraded, unused));
+    }
+    Some((Grade::Spec, evidence))
+}
+
+/// The client returned, and its user reads no usage (absent, not wrong).
+fn usage_missing(c: &ClientOutcome) -> bool {
+    c.raised.is_none()
+        && c.value
+            .as_ref()
+            .is_some_and(|v| v.get("usage").is_none_or(|u| u.is_null()))
 }
 
 /// The client raised, or handed its user a value its own types rule out
@@ -197,6 +252,7 @@ check = [{ kind = "status", equals = 400 }]"#,
             .map(|(status, c)| Replayed {
                 status: *status,
                 client: Some(c),
+                asks_usage: true,
             })
             .collect();
         regrade(case, &mut f, &replayed);
@@ -245,6 +301,7 @@ check = [{ kind = "status", equals = 400 }]"#,
             let replayed = [Replayed {
                 status: 200,
                 client: Some(&c),
+                asks_usage: true,
             }];
             regrade(&case(false), &mut f, &replayed);
             f.remove(0).grade
@@ -287,6 +344,64 @@ check = [{ kind = "status", equals = 400 }]"#,
         helper.lost = vec!["content".into(), "usage".into()];
         let f = graded(&case(false), "sse", &[step(200, helper)]);
         assert_eq!(f.grade, Grade::Fail);
+    }
+
+    #[test]
+    fn a_schema_finding_on_an_error_body_is_graded_by_what_the_client_raised() {
+        // vLLM's Messages 400: OpenAI's error type in Anthropic's envelope;
+        // anthropic-python raises BadRequestError, message and type intact.
+        let mut intact = raised(400);
+        intact.client = "anthropic-python 1.13.0".into();
+        intact.raised.as_mut().unwrap().fields =
+            Some(json!({"message": "not a multimodal model", "type": "BadRequestError"}));
+        let f = graded(&case(false), "schema", &[step(400, intact.clone())]);
+        assert_eq!(f.grade, Grade::Spec);
+        assert!(f.client.unwrap().contains("raised BadRequestError (400)"));
+        // Its message lost: degraded; another exception: a failure.
+        let f = graded(&case(false), "schema", &[step(400, raised(400))]);
+        assert_eq!(f.grade, Grade::Degraded);
+        let mut other = intact.clone();
+        other.raised.as_mut().unwrap().status = None;
+        let f = graded(&case(false), "schema", &[step(400, other)]);
+        assert_eq!(f.grade, Grade::Fail);
+        // Beside a 2xx reply the client broke on, the worse grade stands.
+        let broken = returned(
+            json!({"input_tokens": 1}),
+            &["content.0.text: Field required"],
+        );
+        let f = graded(
+            &case(false),
+            "schema",
+            &[step(400, intact), step(200, broken)],
+        );
+        assert_eq!(f.grade, Grade::Fail);
+    }
+
+    #[test]
+    fn usage_asked_for_and_lost_on_every_path_is_degraded_like_one_path() {
+        // llama-cpp-python: no usage chunk, though the request asked for
+        // one; both stream paths read the rest rightly.
+        let mut both = returned(serde_json::Value::Null, &[]);
+        both.call = Some("chat.completions.create(stream) and .stream()".into());
+        let f = graded(&case(false), "sse", &[step(200, both.clone())]);
+        assert_eq!(f.grade, Grade::Degraded);
+        // Not asked for (no include_usage): nothing is lost.
+        let mut f = vec![Failure::new("sse", "x".into(), "y".into())];
+        let replayed = [Replayed {
+            status: 200,
+            client: Some(&both),
+            asks_usage: false,
+        }];
+        regrade(&case(false), &mut f, &replayed);
+        assert_eq!(f[0].grade, Grade::Spec);
+        // Asked for and delivered: the deviation is the letter's only.
+        let delivered = returned(json!({"prompt_tokens": 1}), &[]);
+        let f = graded(&case(false), "sse", &[step(200, delivered)]);
+        assert_eq!(f.grade, Grade::Spec);
+        // A schema finding (a `refusal` left out) beside that stream is
+        // about its own field: the usage does not weigh on it.
+        let f = graded(&case(false), "schema", &[step(200, both)]);
+        assert_eq!(f.grade, Grade::Spec);
     }
 
     #[test]

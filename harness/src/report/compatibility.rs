@@ -43,6 +43,7 @@ fn features(out: &mut String, m: &Matrix) {
                 "supported" => "✅",
                 "partial" => "◐",
                 "broken" => "❌",
+                "not run" => "—",
                 _ => "⏭",
             };
             let _ = write!(out, " {mark} {}: {} |", s.level, cell(&s.note, 200));
@@ -91,7 +92,7 @@ pub fn markdown(m: &Matrix) -> String {
             code(&c.model),
             s.pass,
             s.fail,
-            s.known,
+            c.attributed,
             causes,
             s.degraded,
             s.spec,
@@ -103,8 +104,8 @@ pub fn markdown(m: &Matrix) -> String {
         );
     }
     out.push_str(
-        "\n*causes*: the distinct causes (footnotes) behind the attributed failures: one \
-         server bug that fails several cases is one cause. *fail before grading*: what the \
+        "\n*causes*: the distinct causes (footnotes) behind the attributed failures and \
+         errors: one server bug that fails several cases is one cause. *fail before grading*: what the \
          column failed when every deviation was a failure (fail + degraded + spec + \
          lenient). Grades come from the checks' rules, and where the column was run with \
          `--clients`, from what openai-python and anthropic-python did with each reply \
@@ -304,6 +305,41 @@ mod tests {
             md.contains("| `vllm@0.32.0` | `smollm2` | 1 | 2 (1) | 1 behind 1; 1 unattributed | 0 | 0 | 0 | 2 | 0 | 0 | 0:00 |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_section_not_run_on_a_server_is_not_called_skipped() {
+        let a = report(vec![
+            case("limits.huge", Status::Pass, None),
+            case("tools.none", Status::Skip, None),
+        ]);
+        let b = report(vec![case("tools.none", Status::Skip, None)]);
+        let m = Matrix::new(&[("a".into(), a), ("b".into(), b)]);
+        let md = markdown(&m);
+        assert!(
+            md.contains(
+                "| limits | ✅ supported: 1 of 1 hold | — not run: no case of it ran here |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| tools | ⏭ untested: every case skipped | ⏭ untested: every case skipped |"
+            ),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn attributed_failures_never_outnumber_the_failures() {
+        // An attributed error counts behind its cause, not as a failure.
+        let b = report(vec![
+            case("tools.required", Status::Fail, Some("cause a")),
+            case("tools.named", Status::Error, Some("cause b")),
+        ]);
+        let m = Matrix::new(&[("peer".into(), b)]);
+        let md = markdown(&m);
+        assert!(md.contains("| 1 (1) | 2 behind 2 |"), "{md}");
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! row per section (a feature: tools, reasoning, Messages...), each server
 //! `supported` (every case it ran passes, or deviates only in ways that
 //! are not failures), `partial`, `broken` (every case it ran fails) or
-//! `untested` (it skipped them all), with a one-line note naming what
-//! fails.
+//! `untested` (it ran them and skipped them all) or `not run` (none of
+//! them was run on it), with a one-line note naming what fails.
 
 use serde::Serialize;
 
@@ -19,7 +19,7 @@ pub struct Feature {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Support {
-    /// supported, partial, broken or untested.
+    /// supported, partial, broken, untested or not run.
     pub level: &'static str,
     /// Cases that hold (pass, or graded apart from failures: spec,
     /// lenient; degraded counts against full support), of those run.
@@ -51,14 +51,17 @@ pub fn of(m: &Matrix) -> Vec<Feature> {
 }
 
 fn support(m: &Matrix, section: &str, k: usize) -> Support {
-    let (mut held, mut ran, mut degraded) = (0, 0, 0);
+    let (mut held, mut ran, mut degraded, mut skipped) = (0, 0, 0, 0);
     let mut failing: Vec<&str> = Vec::new();
     for r in m.rows.iter().filter(|r| r.section == section) {
         let Some(Some(cell)) = r.cells.get(k) else {
             continue;
         };
         match cell.status {
-            Status::Skip => continue,
+            Status::Skip => {
+                skipped += 1;
+                continue;
+            }
             Status::Pass | Status::Spec | Status::Lenient => held += 1,
             Status::Degraded => degraded += 1,
             // The row is the section: the case's own name says it.
@@ -70,13 +73,15 @@ fn support(m: &Matrix, section: &str, k: usize) -> Support {
         ran += 1;
     }
     let level = match (ran, failing.len(), degraded) {
+        (0, _, _) if skipped == 0 => "not run",
         (0, _, _) => "untested",
         (_, 0, 0) => "supported",
         (n, f, 0) if f == n => "broken",
         _ => "partial",
     };
-    let mut note = match ran {
-        0 => "every case skipped".to_string(),
+    let mut note = match (ran, skipped) {
+        (0, 0) => "no case of it ran here".to_string(),
+        (0, _) => "every case skipped".to_string(),
         _ => format!("{held} of {ran} hold"),
     };
     if degraded > 0 {

@@ -24,6 +24,11 @@
 //! `reason`) without a `cause`: it is then a cause of its own, named by
 //! its issue text.
 //!
+//! A failure that is not the server's (the model's, on this server's
+//! rendering or precision) is attributed all the same, with `whose =
+//! "model"` on its cause or entry: its footnote says so, from the file,
+//! and the server is not blamed.
+//!
 //! One case may fail on one server for different causes with different
 //! models (a peer's file serves both compatibility pages): an entry with
 //! `model = "conformance"` applies only to runs whose model, as served or
@@ -55,6 +60,19 @@ pub struct Known {
     /// Only for runs whose model (served or requested) contains this.
     #[serde(default)]
     pub model: Option<String>,
+    /// Whose failure it is (else its cause's; the server's by default).
+    #[serde(default)]
+    pub whose: Option<Whose>,
+}
+
+/// Whose failure an attributed one is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Whose {
+    /// The server's code (the cause names where).
+    Server,
+    /// The model's: what it says on this server, which is not at fault.
+    Model,
 }
 
 /// A cause several cases may share.
@@ -65,15 +83,22 @@ struct Cause {
     issue: String,
     #[serde(default)]
     reason: String,
+    #[serde(default)]
+    whose: Option<Whose>,
 }
 
 impl Known {
-    /// The issue, with the reason when there is one.
+    /// The issue, with the reason when there is one; a failure that is
+    /// not the server's says so first.
     pub fn label(&self) -> String {
+        let whose = match self.whose {
+            Some(Whose::Model) => "not the server's, the model's: ",
+            Some(Whose::Server) | None => "",
+        };
         if self.reason.is_empty() {
-            self.issue.clone()
+            format!("{whose}{}", self.issue)
         } else {
-            format!("{} ({})", self.issue, self.reason)
+            format!("{whose}{} ({})", self.issue, self.reason)
         }
     }
 
@@ -127,6 +152,7 @@ impl KnownFailures {
                     if k.reason.is_empty() {
                         k.reason = c.reason.clone();
                     }
+                    k.whose = k.whose.or(c.whose);
                 }
                 (Some(_), false) => bail!(
                     "{}: {} gives both a cause and an issue (the cause has the issue)",
@@ -248,6 +274,36 @@ issue = "tool_choice none ignored (seed 003)"
         // Without a cause, its own issue text is its cause.
         let c = known.get("tools.none", &[]).unwrap();
         assert_eq!(c.cause_id(), "tool_choice none ignored (seed 003)");
+    }
+
+    #[test]
+    fn a_failure_that_is_the_models_says_so_in_its_footnote() {
+        let known = read(
+            r#"
+[[cause]]
+id = "ends-after-reasoning"
+issue = "the model ends its turn after its reasoning"
+whose = "model"
+
+[[known]]
+id = "tools.parallel_calls_history"
+cause = "ends-after-reasoning"
+
+[[known]]
+id = "tools.none"
+issue = "tool_choice none ignored"
+"#,
+        )
+        .unwrap();
+        let model = known.get("tools.parallel_calls_history", &[]).unwrap();
+        assert_eq!(
+            model.label(),
+            "not the server's, the model's: the model ends its turn after its reasoning"
+        );
+        assert_eq!(
+            known.get("tools.none", &[]).unwrap().label(),
+            "tool_choice none ignored"
+        );
     }
 
     #[test]

@@ -102,6 +102,10 @@ pub struct Column {
     /// Distinct causes (known issues) behind the column's attributed
     /// failures: a server bug that fails five cases is one cause.
     pub causes: usize,
+    /// Failures (not errors) a known issue explains: what the page's
+    /// "fail (attributed)" counts, out of the summary's `fail`.
+    #[serde(default)]
+    pub attributed: usize,
     /// Failures (and errors) no known issue explains.
     pub unattributed: usize,
     /// When the column's run started (RFC 3339), and its tier.
@@ -186,7 +190,7 @@ pub struct About {
 }
 
 impl About {
-    fn of(columns: &[Column]) -> About {
+    pub fn of(columns: &[Column]) -> About {
         let distinct = |it: &mut dyn Iterator<Item = String>| -> Vec<String> {
             it.collect::<BTreeSet<String>>().into_iter().collect()
         };
@@ -269,6 +273,11 @@ impl Matrix {
                     .filter_map(|c| c.known_cause.as_deref().or(c.known_issue.as_deref()))
                     .collect::<BTreeSet<_>>()
                     .len(),
+                attributed: r
+                    .cases
+                    .iter()
+                    .filter(|c| c.status == Status::Fail && c.known_issue.is_some())
+                    .count(),
                 unattributed: r
                     .cases
                     .iter()
@@ -332,7 +341,7 @@ impl Matrix {
                     format!(
                         "{}{}",
                         c.status.as_str(),
-                        if c.known { " (known)" } else { "" }
+                        if c.known { " (attributed)" } else { "" }
                     )
                 });
                 let _ = write!(out, " {s:<14}");
@@ -343,8 +352,8 @@ impl Matrix {
             let s = c.summary;
             let _ = writeln!(
                 out,
-                "{}: {} passed, {} failed ({} known: {} causes), {} degraded, {} spec, {} lenient, {} errors, {} skipped in {:.0} s",
-                c.label, s.pass, s.fail, s.known, c.causes, s.degraded, s.spec, s.lenient, s.error, s.skip, c.wall_seconds
+                "{}: {} passed, {} failed ({} attributed; {} causes behind {} failures and errors), {} degraded, {} spec, {} lenient, {} errors, {} skipped in {:.0} s",
+                c.label, s.pass, s.fail, c.attributed, c.causes, s.known, s.degraded, s.spec, s.lenient, s.error, s.skip, c.wall_seconds
             );
         }
         for u in &self.unavailable {

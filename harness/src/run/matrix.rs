@@ -12,7 +12,7 @@ use super::conformance::{self, ConformanceArgs};
 use super::plan::MatrixFile;
 use super::Observer;
 use crate::report::known_failures::KnownFailures;
-use crate::report::matrix::Matrix;
+use crate::report::matrix::{About, Matrix};
 use crate::report::{compatibility, html, write_text, Report};
 use crate::server::flags::TargetArgs;
 use crate::suite::Tier;
@@ -80,7 +80,11 @@ pub fn run(
     for (column, t) in matrix.columns.iter_mut().zip(&plan.targets) {
         column.version = t.version.clone();
         column.label = t.label();
+        if let Some(name) = &plan.model_name {
+            column.model = name.clone();
+        }
     }
+    matrix.about = About::of(&matrix.columns);
     matrix.unavailable = plan.unavailable.clone();
     matrix.write(out)?;
     write_text(&out.join("matrix.html"), &html::render_matrix(&matrix)?)?;

@@ -6,6 +6,7 @@
 //! sections = ["tools", "grammar"]   # optional
 //! seed = 1                          # optional
 //! repeat = 3                        # optional: attempts of each case
+//! model_name = "smollm2"            # optional: the model's one name on the page
 //!
 //! [[target]]
 //! name = "afm-serve"                # the column and the report's folder
@@ -53,6 +54,11 @@ pub struct MatrixFile {
     pub repeat: Option<u32>,
     #[serde(default)]
     pub suites: Option<PathBuf>,
+    /// The one name the page gives the model when every target serves the
+    /// same one in its own form (a GGUF, an HF folder, an alias): else
+    /// each column shows the name its server gave it.
+    #[serde(default)]
+    pub model_name: Option<String>,
     #[serde(rename = "target")]
     pub targets: Vec<MatrixTarget>,
     /// Servers that belong in the matrix but cannot run here.

@@ -64,6 +64,22 @@ impl Dialect {
         }
     }
 
+    /// Whether a reply to `request` must carry the usage: every whole
+    /// reply does, and every stream of Messages and Responses; an OpenAI
+    /// stream only when `stream_options.include_usage` asks for it.
+    pub fn asks_usage(self, request: &Value) -> bool {
+        let streamed = request.get("stream").and_then(Value::as_bool) == Some(true);
+        match self {
+            Dialect::OpenAi if streamed => {
+                request
+                    .pointer("/stream_options/include_usage")
+                    .and_then(Value::as_bool)
+                    == Some(true)
+            }
+            _ => true,
+        }
+    }
+
     /// The reply, whole or folded from the stream as the protocol's
     /// clients fold it.
     pub fn read(self, ex: &Exchange) -> Reply {

@@ -163,12 +163,7 @@ pub(super) fn stream_protocol(ex: &Exchange) -> Outcome {
     ensure(finishes == 1, "one chunk with a finish_reason", || {
         format!("{finishes}")
     })?;
-    let wants_usage = ex
-        .request
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        == Some(true);
-    if wants_usage {
+    if super::Dialect::OpenAi.asks_usage(&ex.request) {
         let last = ex.chunks.last().expect("chunks");
         ensure(
             last["usage"].is_object() && last["choices"].as_array().is_some_and(Vec::is_empty),

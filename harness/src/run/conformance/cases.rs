@@ -10,7 +10,7 @@ use tokio::sync::{Barrier, Semaphore};
 use crate::clients::grade::{regrade, Replayed};
 use crate::clients::Clients;
 use crate::protocol::dialect::Dialect;
-use crate::protocol::endpoint::MODELS_PATH;
+use crate::protocol::endpoint::{Endpoint, MODELS_PATH};
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
@@ -346,6 +346,8 @@ pub async fn grade(
             .map(|s| Replayed {
                 status: s.status,
                 client: s.client.as_ref(),
+                asks_usage: Endpoint::of_path(&s.path)
+                    .is_some_and(|e| e.dialect().asks_usage(&s.request)),
             })
             .collect();
         regrade(case, &mut failures, &replayed);
