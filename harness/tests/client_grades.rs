@@ -42,10 +42,7 @@ fn graded(case: &str, exchanges: &[Exchange]) -> Vec<Failure> {
     let replayed: Vec<Replayed> = exchanges
         .iter()
         .zip(&outcomes)
-        .map(|(e, o)| Replayed {
-            status: e.status,
-            client: o.as_ref(),
-        })
+        .map(|(e, o)| Replayed::of(&e.path, &e.request, e.streamed, e.status, o.as_ref()))
         .collect();
     regrade(&case, &mut failures, &replayed);
     failures

@@ -20,6 +20,7 @@
 //! Every other check is about behaviour and stays `fail`. Each failure
 //! the replay saw carries the client's own words as evidence.
 
+use crate::protocol::endpoint::Endpoint;
 use crate::suite::checks::{Failure, Grade};
 use crate::suite::Case;
 
@@ -34,6 +35,25 @@ pub struct Replayed<'a> {
     /// The request asked for the usage (`Dialect::asks_usage`; false on
     /// paths that are no generation).
     pub asks_usage: bool,
+}
+
+impl<'a> Replayed<'a> {
+    /// The step that sent `request` to `path` (`streamed`: asking for a
+    /// stream) and got `status`.
+    pub fn of(
+        path: &str,
+        request: &serde_json::Value,
+        streamed: bool,
+        status: u16,
+        client: Option<&'a ClientOutcome>,
+    ) -> Replayed<'a> {
+        Replayed {
+            status,
+            client,
+            asks_usage: Endpoint::of_path(path)
+                .is_some_and(|e| e.dialect().asks_usage(request, streamed)),
+        }
+    }
 }
 
 /// Regrades `failures` of `case` from the client outcomes of its steps.

@@ -67,8 +67,7 @@ impl Dialect {
     /// Whether a reply to `request` must carry the usage: every whole
     /// reply does, and every stream of Messages and Responses; an OpenAI
     /// stream only when `stream_options.include_usage` asks for it.
-    pub fn asks_usage(self, request: &Value) -> bool {
-        let streamed = request.get("stream").and_then(Value::as_bool) == Some(true);
+    pub fn asks_usage(self, request: &Value, streamed: bool) -> bool {
         match self {
             Dialect::OpenAi if streamed => {
                 request

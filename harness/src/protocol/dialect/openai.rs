@@ -163,7 +163,7 @@ pub(super) fn stream_protocol(ex: &Exchange) -> Outcome {
     ensure(finishes == 1, "one chunk with a finish_reason", || {
         format!("{finishes}")
     })?;
-    if super::Dialect::OpenAi.asks_usage(&ex.request) {
+    if super::Dialect::OpenAi.asks_usage(&ex.request, true) {
         let last = ex.chunks.last().expect("chunks");
         ensure(
             last["usage"].is_object() && last["choices"].as_array().is_some_and(Vec::is_empty),

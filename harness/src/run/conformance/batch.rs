@@ -2,27 +2,17 @@
 //! case's lines go up as a JSONL file (multipart, purpose "batch"), a
 //! batch is created on it and polled until it ends, its list, output and
 //! error files are read, then the input file's metadata, its deletion and
-//! a read after it. Every step has a fixed index ([`UPLOAD`] ..
-//! [`AFTER_DELETE`]) so checks find each; one that could not be sent
-//! (its id never came) is recorded as such ([`unsent`]), saying why.
+//! a read after it. Every step has its fixed index (`protocol::batch`)
+//! so checks find each; one that could not be sent (its id never came)
+//! is recorded as such, saying why.
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
+use crate::protocol::batch::{not_sent, CREATE, FINAL, UPLOAD};
 use crate::protocol::exchange::Exchange;
 use crate::server::{Outgoing, Target};
-
-pub const UPLOAD: usize = 0;
-pub const CREATE: usize = 1;
-/// The batch as the last poll found it: the scenario's subject.
-pub const FINAL: usize = 2;
-pub const LIST: usize = 3;
-pub const OUTPUT: usize = 4;
-pub const ERRORS: usize = 5;
-pub const METADATA: usize = 6;
-pub const DELETE: usize = 7;
-pub const AFTER_DELETE: usize = 8;
 
 /// How long a batch may take to end before the scenario stops polling.
 const POLL_LIMIT: Duration = Duration::from_secs(300);
@@ -30,32 +20,6 @@ const POLL_EVERY: Duration = Duration::from_millis(200);
 
 /// Statuses after which a batch changes no more.
 const ENDED: [&str; 4] = ["completed", "failed", "cancelled", "expired"];
-
-/// The JSONL of `lines` (each `{custom_id, body}`, bodies prepared) for
-/// `endpoint`.
-pub fn jsonl(lines: &[Value], endpoint: &str) -> String {
-    lines
-        .iter()
-        .map(|l| {
-            json!({"custom_id": l["custom_id"], "method": "POST", "url": endpoint, "body": l["body"]})
-                .to_string()
-                + "\n"
-        })
-        .collect()
-}
-
-/// The lines a batch was given, read back from its upload step (the
-/// multipart body holds the JSONL verbatim).
-pub fn uploaded_lines(upload: &Exchange) -> Vec<Value> {
-    upload
-        .request
-        .as_str()
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v.get("custom_id").is_some())
-        .collect()
-}
 
 /// Plays the scenario; `jsonl` is the input file's text.
 pub async fn play(target: &Target, jsonl: String, endpoint: &str, nonce: &str) -> Vec<Exchange> {
@@ -143,25 +107,6 @@ async fn poll(target: &Target, id: &str) -> Exchange {
 fn id_of(ex: &Exchange) -> Option<String> {
     match ex.status {
         200..=299 => ex.body["id"].as_str().map(str::to_string),
-        _ => None,
-    }
-}
-
-/// A step the scenario could not send (status 0, the reason in the
-/// body): the checks that need it fail naming why, and the case is graded,
-/// not an error, since what stopped it was the server's earlier reply.
-fn not_sent(path: &str, why: &str) -> Exchange {
-    Exchange {
-        path: path.into(),
-        body: serde_json::json!({ "not_sent": why }),
-        ..Default::default()
-    }
-}
-
-/// Why a step was not sent, if it was not.
-pub fn unsent(ex: &Exchange) -> Option<&str> {
-    match ex.status {
-        0 => ex.body["not_sent"].as_str(),
         _ => None,
     }
 }

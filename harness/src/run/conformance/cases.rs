@@ -10,7 +10,7 @@ use tokio::sync::{Barrier, Semaphore};
 use crate::clients::grade::{regrade, Replayed};
 use crate::clients::Clients;
 use crate::protocol::dialect::Dialect;
-use crate::protocol::endpoint::{Endpoint, MODELS_PATH};
+use crate::protocol::endpoint::MODELS_PATH;
 use crate::protocol::exchange::Exchange;
 use crate::protocol::reply::Reply;
 use crate::report::{CaseResult, Status, StepRecord};
@@ -343,12 +343,7 @@ pub async fn grade(
         }
         let replayed: Vec<Replayed> = steps
             .iter()
-            .map(|s| Replayed {
-                status: s.status,
-                client: s.client.as_ref(),
-                asks_usage: Endpoint::of_path(&s.path)
-                    .is_some_and(|e| e.dialect().asks_usage(&s.request)),
-            })
+            .map(|s| Replayed::of(&s.path, &s.request, s.streamed, s.status, s.client.as_ref()))
             .collect();
         regrade(case, &mut failures, &replayed);
     }
@@ -574,10 +569,10 @@ async fn play(
                     l
                 })
                 .collect();
-            let text = batch::jsonl(&lines, endpoint);
+            let text = crate::protocol::batch::jsonl(&lines, endpoint);
             (
                 batch::play(target, text, endpoint, nonce).await,
-                vec![batch::FINAL],
+                vec![crate::protocol::batch::FINAL],
             )
         }
         Scenario::Disconnect { n } => {

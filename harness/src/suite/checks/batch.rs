@@ -1,4 +1,4 @@
-//! Checks of the `batch` scenario (`run::conformance::batch`): the batch
+//! Checks of the `batch` scenario (`protocol::batch`): the batch
 //! ran every line once and each came back answered (`batch_completed`),
 //! input OpenAI refuses was refused (`batch_refused`), and the input file
 //! kept its metadata and went when deleted (`batch_files`).
@@ -9,11 +9,11 @@ use serde_json::Value;
 
 use super::Mismatch;
 use crate::outcome::clip;
-use crate::protocol::exchange::Exchange;
-use crate::protocol::reply::Reply;
-use crate::run::conformance::batch::{
+use crate::protocol::batch::{
     unsent, uploaded_lines, AFTER_DELETE, CREATE, DELETE, FINAL, LIST, METADATA, OUTPUT, UPLOAD,
 };
+use crate::protocol::exchange::Exchange;
+use crate::protocol::reply::Reply;
 
 /// Each line as OpenAI writes it to a batch file: `{custom_id, response:
 /// {status_code, body}, error}`.
