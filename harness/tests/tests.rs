@@ -19,6 +19,7 @@ mod grading;
 mod hostile_clients;
 mod hostile_servers;
 mod html_screenshot;
+mod layering;
 mod model_routing;
 mod runs;
 #[cfg(feature = "engine")]
