@@ -39,10 +39,8 @@ impl Plan {
     /// words that follow the prompt, up to its token budget.
     pub fn new(m: &Mock, request: &Value, rng: &mut StdRng) -> Plan {
         let prompt = reply::prompt_text(request);
-        let limit = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
-            .iter()
-            .find_map(|k| request[*k].as_u64())
-            .map_or(usize::MAX, |n| n as usize);
+        let limit =
+            crate::protocol::dialect::token_budget(request).map_or(usize::MAX, |n| n as usize);
         let wanted = m.args.output_tokens.draw(rng).round().max(1.0) as usize;
         let (pieces, cut) = match reply::schema_of(request) {
             Some(s) => (

@@ -53,10 +53,9 @@ fn report_with(report: &Report, limits: &Limits) -> String {
     let run = &report.run;
     let s = &report.summary;
     let mut out = String::new();
-    let tier = run.tier.map_or_else(
-        || "no tier".to_string(),
-        |t| format!("{} tier", tier_name(t)),
-    );
+    let tier = run
+        .tier
+        .map_or_else(|| "no tier".to_string(), |t| format!("{} tier", t.as_str()));
     let commit = run.git_commit.as_deref().map_or_else(
         || "no commit".to_string(),
         |c| format!("commit {}", code(c)),
@@ -457,15 +456,6 @@ fn arrow(e: &Entry) -> String {
         e.before.map_or("—", Status::as_str),
         e.after.map_or("—", Status::as_str)
     )
-}
-
-fn tier_name(t: crate::suite::Tier) -> &'static str {
-    use crate::suite::Tier;
-    match t {
-        Tier::Smoke => "smoke",
-        Tier::Standard => "standard",
-        Tier::Full => "full",
-    }
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

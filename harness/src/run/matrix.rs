@@ -60,7 +60,7 @@ pub fn run(
             api_key: t.api_key.clone(),
             ..TargetArgs::default()
         };
-        let tier = t.tier.or(plan.tier).unwrap_or(Tier::Standard);
+        let tier = t.tier.or(plan.tier).unwrap_or(Tier::DEFAULT);
         let args = ConformanceArgs {
             sections: t.sections.clone().unwrap_or_else(|| plan.sections.clone()),
             known_failures: t.known_failures.clone(),

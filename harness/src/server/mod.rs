@@ -23,6 +23,7 @@ use serde_json::Value;
 pub use in_process::InProcess;
 pub use unanswered::Unanswered;
 
+use crate::protocol::dialect::token_budget;
 use crate::protocol::endpoint::MODELS_PATH;
 use crate::protocol::exchange::Exchange;
 
@@ -531,14 +532,6 @@ pub fn reread(ex: &mut Exchange, raw: &[u8], pieces: &[(usize, f64)]) {
     }
     let end = if ex.millis > 0.0 { ex.millis } else { last };
     reader.finish(end, ex);
-}
-
-/// The request's token budget: `max_tokens`, `max_completion_tokens`
-/// (chat), `max_output_tokens` (Responses).
-fn token_budget(request: &Value) -> Option<u64> {
-    ["max_completion_tokens", "max_tokens", "max_output_tokens"]
-        .iter()
-        .find_map(|k| request[k].as_u64())
 }
 
 /// Stream events a request may get: each token at most one event of its

@@ -486,7 +486,7 @@ async fn probe_grammar(target: &Target) -> (State, String) {
         .is_some_and(|v| jsonschema::is_valid(&schema, &v));
     // A small model under a grammar may spend max_tokens on whitespace
     // inside the object; the schema's made-up key still shows the grammar.
-    let cut_inside = reply.finish_reason.as_deref() == Some("length")
+    let cut_inside = crate::protocol::reply::is_token_limit(reply.finish_reason.as_deref())
         && content.trim_start().starts_with('{')
         && content.contains("\"probe_code\"");
     let mut evidence = format!("{}; content {}", outcome(&g), clip_to(&content, 120));

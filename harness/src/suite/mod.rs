@@ -44,7 +44,16 @@ impl Tier {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    /// The tier a run covers when none is named.
+    pub const DEFAULT: Tier = Tier::Standard;
+
+    /// Whether a run of this tier covers a case of tier `case`: each tier
+    /// includes the ones below.
+    pub fn covers(self, case: Tier) -> bool {
+        case <= self
+    }
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             Tier::Smoke => "smoke",
             Tier::Standard => "standard",
@@ -222,7 +231,7 @@ pub fn listing(sections: &[Section], tier: Tier) -> String {
     let mut out = String::new();
     let mut n = 0;
     for s in sections {
-        let cases: Vec<_> = s.cases.iter().filter(|c| c.tier <= tier).collect();
+        let cases: Vec<_> = s.cases.iter().filter(|c| tier.covers(c.tier)).collect();
         if !cases.is_empty() {
             let _ = writeln!(out, "{} — {}", s.section, s.title);
         }
@@ -361,7 +370,7 @@ pub struct Selection {
 
 impl Selection {
     pub fn includes(&self, section: &Section, case: &Case) -> bool {
-        case.tier <= self.tier
+        self.tier.covers(case.tier)
             && (self.sections.is_empty() || self.sections.contains(&section.section))
             && (self.cases.is_empty() || self.cases.contains(&case.id))
     }

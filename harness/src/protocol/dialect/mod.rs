@@ -31,6 +31,16 @@ pub enum Dialect {
     Responses,
 }
 
+/// The request's token budget in any protocol's words: chat's
+/// `max_completion_tokens` (which supersedes its `max_tokens`), then
+/// `max_tokens` (completions, Messages), then Responses'
+/// `max_output_tokens`.
+pub fn token_budget(request: &Value) -> Option<u64> {
+    ["max_completion_tokens", "max_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|k| request[k].as_u64())
+}
+
 /// What a stream event carries (see [`Dialect::output_of`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {

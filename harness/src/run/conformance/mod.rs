@@ -29,7 +29,7 @@ use cases::RunOptions;
 /// One conformance run's settings (afm-test's flags).
 #[derive(Args, Clone, Debug)]
 pub struct ConformanceArgs {
-    #[arg(long, default_value = "standard")]
+    #[arg(long, default_value = Tier::DEFAULT.as_str())]
     pub tier: Tier,
     #[command(flatten)]
     pub target: TargetArgs,

@@ -33,10 +33,7 @@ pub(super) fn non_empty(r: &Reply) -> Outcome {
 /// (`Check::Answered` says why). Cut is each protocol's word for it: chat's
 /// `length`, Messages' `max_tokens`, Responses' `max_output_tokens`.
 pub(super) fn answered(r: &Reply) -> Outcome {
-    let cut = matches!(
-        r.finish_reason.as_deref(),
-        Some("length" | "max_tokens" | "max_output_tokens")
-    );
+    let cut = crate::protocol::reply::is_token_limit(r.finish_reason.as_deref());
     let thought_to_the_limit = cut && r.content.trim().is_empty() && !r.reasoning.trim().is_empty();
     if thought_to_the_limit {
         return Ok(());
