@@ -71,6 +71,51 @@ fn generate_answers_with_the_bundled_model() {
     );
 }
 
+/// `generate` answers through the server's engine: a thinking model's
+/// reasoning is parsed out of the answer, as the APIs return it, and the
+/// request's checks apply (a loop of its own printed the think block).
+#[test]
+fn generate_takes_the_servers_path_reasoning_apart_from_the_answer() {
+    let out = Command::new(env!("CARGO_BIN_EXE_afm-serve"))
+        .args([
+            "generate",
+            "--model",
+            "conformance",
+            "--prompt",
+            "What is 2+2?",
+        ])
+        .args(["--max-tokens", "80", "--temperature", "0", "--verbose"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stdout.contains("think>"),
+        "reasoning markup in the answer: {stdout}"
+    );
+    assert!(stdout.contains('4'), "{stdout}");
+    let reasoning: usize = stderr
+        .split(" reasoning)")
+        .next()
+        .and_then(|s| s.rsplit('(').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        reasoning > 0,
+        "the model's reasoning is counted apart: {stderr}"
+    );
+    // A request the engine refuses is refused here too.
+    let out = Command::new(env!("CARGO_BIN_EXE_afm-serve"))
+        .args(["generate", "--model", "smollm2", "--prompt", "hi"])
+        .args(["--max-tokens", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "max_tokens 0 must be refused");
+}
+
 #[test]
 fn missing_model_path() {
     assert_one_line_error("/no/such/dir/model.gguf", "model path does not exist");

@@ -1,18 +1,18 @@
 //! `afm-serve`: the engine's command line. Without a subcommand it serves
-//! the OpenAI API over HTTP; `generate` answers one message and exits;
+//! the OpenAI API over HTTP; `generate` answers one message through the
+//! same engine and exits;
 //! `convert` writes a model as an MLX/HF safetensors folder.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use afm_engine::loading::TemplateInput;
 use afm_engine::loading::{convert, ConvertReport, ExportDtype};
 use afm_engine::models::registry;
 use std::sync::Arc;
 
 use afm_engine::api::ApiContext;
 use afm_engine::api::{self, ServeFlags};
-use afm_engine::{generate, Engine, GenerationSettings, LoadedModel, SamplingParams};
+use afm_engine::{Engine, EngineEvent, GenerationRequest, SamplingParams};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -110,49 +110,72 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }) => {
             anyhow::ensure!(temperature >= 0.0, "--temperature must be >= 0");
             anyhow::ensure!(top_p > 0.0 && top_p <= 1.0, "--top-p must be in (0, 1]");
-            let loaded = LoadedModel::load(&model)?;
             let mut messages = Vec::new();
             if let Some(system) = system {
                 messages.push(serde_json::json!({"role": "system", "content": system}));
             }
             messages.push(serde_json::json!({"role": "user", "content": prompt}));
-            let prompt_ids = loaded.prompt_tokens(&TemplateInput {
-                messages,
-                add_generation_prompt: true,
-                ..Default::default()
-            })?;
-            let params = GenerationSettings {
-                max_tokens,
-                sampling: SamplingParams {
-                    temperature,
-                    top_p,
-                    seed,
-                    ..Default::default()
-                },
+            let mut request = GenerationRequest::chat(messages);
+            request.max_tokens = Some(max_tokens);
+            request.sampling = SamplingParams {
+                temperature,
+                top_p,
+                seed,
                 ..Default::default()
             };
+            // The server's path: its engine, its request checks, its
+            // reasoning and tool parsers (flags before `generate` apply).
+            let engine = Engine::start(&model, cli.serve.engine_config()?)?;
             let start = std::time::Instant::now();
+            let mut events = engine.submit(&request)?;
             let mut stdout = std::io::stdout().lock();
-            let out = generate(
-                loaded.model.as_ref(),
-                &loaded.tokenizer,
-                &loaded.eos,
-                &prompt_ids,
-                &params,
-                |piece| {
-                    let _ = stdout.write_all(piece.as_bytes());
-                    let _ = stdout.flush();
-                },
-            )?;
+            let mut stderr = std::io::stderr().lock();
+            let (mut finished, mut thought) = (None, false);
+            while let Some(event) = events.next_blocking() {
+                match event {
+                    EngineEvent::Started { .. } => {}
+                    EngineEvent::Delta {
+                        text,
+                        reasoning,
+                        tool_calls,
+                        ..
+                    } => {
+                        // Reasoning and calls go apart from the answer,
+                        // as the APIs return them.
+                        if verbose && !reasoning.is_empty() {
+                            let _ = stderr.write_all(reasoning.as_bytes());
+                            thought = true;
+                        }
+                        for call in tool_calls {
+                            let _ = writeln!(stderr, "tool call: {call:?}");
+                        }
+                        let _ = stdout.write_all(text.as_bytes());
+                        let _ = stdout.flush();
+                    }
+                    EngineEvent::Finished {
+                        finish_reason,
+                        usage,
+                    } => {
+                        finished = Some((finish_reason, usage));
+                        break;
+                    }
+                    EngineEvent::Failed { message, .. } => anyhow::bail!(message),
+                }
+            }
             writeln!(stdout)?;
+            if thought {
+                writeln!(stderr)?;
+            }
+            let (finish_reason, usage) =
+                finished.ok_or_else(|| anyhow::anyhow!("the engine stopped mid-reply"))?;
             if verbose {
-                let secs = start.elapsed().as_secs_f64();
                 eprintln!(
-                    "prompt {} tokens, completion {} tokens, {:.2} s, finish_reason {}",
-                    out.prompt_tokens,
-                    out.tokens.len(),
-                    secs,
-                    out.finish_reason.as_str()
+                    "prompt {} tokens, completion {} tokens ({} reasoning), {:.2} s, finish_reason {}",
+                    usage.prompt_tokens,
+                    usage.completion_tokens,
+                    usage.reasoning_tokens,
+                    start.elapsed().as_secs_f64(),
+                    finish_reason.as_str()
                 );
             }
             Ok(())
