@@ -1,8 +1,10 @@
-//! The pre-norm decoder stack that llama, Qwen3, Qwen3-MoE, Qwen3-Next and
-//! Qwen3.5 share: embedding; per layer `h += mix(norm(h))`,
+//! The pre-norm decoder stack that llama, Qwen3, Qwen3-MoE, Qwen3-Next,
+//! Qwen3.5 and Gemma 3 share: embedding; per layer `h += mix(norm(h))`,
 //! `h += ffn(norm(h))`; final norm and LM head on the sampled rows. An
 //! architecture supplies each layer's token mixer (attention with its spec,
-//! or a recurrent Gated DeltaNet) and feed-forward block.
+//! or a recurrent Gated DeltaNet) and feed-forward block, and its
+//! [`Style`]: zero-centred norm weights, Gemma's norms after each block,
+//! a scaled embedding.
 
 use mlx_rs::fast::rms_norm;
 use mlx_rs::Array;
@@ -37,14 +39,35 @@ pub struct DecoderLayer {
     pub ffn: Box<dyn FeedForward>,
 }
 
+/// What sets an architecture's stack apart from llama's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Style {
+    /// Added to every RMSNorm weight of the stack: 1 where checkpoints
+    /// store them zero-centred (Qwen3-Next's, Qwen3.5's, Gemma 3's HF
+    /// files; Gemma's GGUF files store `1 + w` already).
+    pub norm_offset: f32,
+    /// Gemma's four norms a layer: each block's output is normed too
+    /// (`post_attention_layernorm` after attention, then
+    /// `pre_feedforward_layernorm` and `post_feedforward_layernorm` around
+    /// the feed-forward); else two (`input_layernorm`,
+    /// `post_attention_layernorm` before the feed-forward).
+    pub block_output_norms: bool,
+    /// The embedding scaled by `sqrt(hidden_size)` (Gemma).
+    pub scaled_embedding: bool,
+}
+
 struct Layer {
     input_norm: Array,
     mixer: Mixer,
     /// The layer's index among the layers of its mixer's kind (where its
     /// KV or state sits in the store).
     kind_index: usize,
+    /// The mixer's output norm ([`Style::block_output_norms`]).
+    mixer_out_norm: Option<Array>,
+    /// The norm before the feed-forward.
     post_norm: Array,
     ffn: Box<dyn FeedForward>,
+    ffn_out_norm: Option<Array>,
     /// The layer as one op, where the CPU primitive runs it.
     one_op: Option<LayerOp>,
 }
@@ -53,6 +76,8 @@ pub struct Decoder {
     config: ModelConfig,
     kv_layout: KvLayout,
     embed: Embedding,
+    /// `sqrt(hidden_size)` ([`Style::scaled_embedding`]).
+    embed_scale: Option<Array>,
     layers: Vec<Layer>,
     norm: Array,
     lm_head: Linear,
@@ -86,25 +111,17 @@ impl Decoder {
         weights: &TensorMap,
         layer: impl FnMut(usize, &str) -> Result<DecoderLayer>,
     ) -> Result<Self> {
-        Decoder::load_with_norm_offset(config, weights, 0.0, layer)
+        Decoder::load_styled(config, weights, Style::default(), layer)
     }
 
-    /// Like [`Decoder::load`], adding `norm_offset` to the stack's own
-    /// RMSNorm weights (1 for HF checkpoints that store them zero-centred,
-    /// Qwen3-Next's and Qwen3.5's).
-    pub fn load_with_norm_offset(
+    /// Like [`Decoder::load`], in an architecture's [`Style`].
+    pub fn load_styled(
         config: ModelConfig,
         weights: &TensorMap,
-        norm_offset: f32,
+        style: Style,
         mut layer: impl FnMut(usize, &str) -> Result<DecoderLayer>,
     ) -> Result<Self> {
-        let norm = |name: &str| -> Result<Array> {
-            let w = weights.dense(name)?;
-            Ok(match norm_offset {
-                0.0 => w,
-                o => w.add(Array::from_f32(o))?,
-            })
-        };
+        let norm = |name: &str| norm_weight(weights, name, style.norm_offset);
         let (mut attention_layers, mut recurrent_layers) = (0, 0);
         let mut kv_layout = KvLayout::default();
         let layers = (0..config.num_layers)
@@ -124,12 +141,20 @@ impl Decoder {
                     }
                 };
                 let input_norm = norm(&format!("{p}.input_layernorm.weight"))?;
-                let post_norm = norm(&format!("{p}.post_attention_layernorm.weight"))?;
+                let named = |name: &str| norm(&format!("{p}.{name}.weight"));
+                let (mixer_out_norm, post_norm, ffn_out_norm) = match style.block_output_norms {
+                    true => (
+                        Some(named("post_attention_layernorm")?),
+                        named("pre_feedforward_layernorm")?,
+                        Some(named("post_feedforward_layernorm")?),
+                    ),
+                    false => (None, named("post_attention_layernorm")?, None),
+                };
                 let norms = LayerNorms {
                     attn: &input_norm,
-                    attn_out: None,
+                    attn_out: mixer_out_norm.as_ref(),
                     ffn: &post_norm,
-                    ffn_out: None,
+                    ffn_out: ffn_out_norm.as_ref(),
                     eps: config.rms_norm_eps,
                 };
                 let one_op = match &mixer {
@@ -140,8 +165,10 @@ impl Decoder {
                     input_norm,
                     mixer,
                     kind_index,
+                    mixer_out_norm,
                     post_norm,
                     ffn,
+                    ffn_out_norm,
                     one_op,
                 })
             })
@@ -154,6 +181,9 @@ impl Decoder {
         let model = Decoder {
             lm_head: lm_head::load(weights, &embed, &config)?,
             norm: norm("model.norm.weight")?,
+            embed_scale: style
+                .scaled_embedding
+                .then(|| Array::from_f32((config.hidden_size as f32).sqrt())),
             kv_layout,
             config,
             embed,
@@ -174,6 +204,7 @@ impl Decoder {
         ];
         for l in &self.layers {
             arrays.extend([l.input_norm.clone(), l.post_norm.clone()]);
+            arrays.extend(l.mixer_out_norm.iter().chain(&l.ffn_out_norm).cloned());
             arrays.extend(match &l.mixer {
                 Mixer::Attention(a) => a.stored(),
                 Mixer::Recurrent(r) => r.stored(),
@@ -183,6 +214,16 @@ impl Decoder {
         mlx_rs::transforms::eval(&arrays)?;
         Ok(())
     }
+}
+
+/// An RMSNorm weight as `rms_norm` takes it: stored, plus `offset` where
+/// the checkpoint stores it zero-centred.
+pub fn norm_weight(weights: &TensorMap, name: &str, offset: f32) -> Result<Array> {
+    let w = weights.dense(name)?;
+    Ok(match offset {
+        0.0 => w,
+        o => w.add(Array::from_f32(o))?,
+    })
 }
 
 impl CausalLm for Decoder {
@@ -203,6 +244,9 @@ impl CausalLm for Decoder {
         let eps = self.config.rms_norm_eps;
         let mut ctx = ForwardContext::new(items, kv, self.batch_invariant, overlap)?;
         let mut h = self.embed.lookup(&ctx.token_ids())?;
+        if let Some(scale) = &self.embed_scale {
+            h = h.multiply(scale)?;
+        }
         let rows = ctx.layer_rows();
         for layer in &self.layers {
             ctx.hand_over(&h)?;
@@ -211,13 +255,20 @@ impl CausalLm for Decoder {
                 continue;
             }
             let x = rms_norm(&h, Some(&layer.input_norm), eps)?;
-            let mixed = match &layer.mixer {
+            let mut mixed = match &layer.mixer {
                 Mixer::Attention(a) => a.forward(&mut ctx, layer.kind_index, &x)?,
                 Mixer::Recurrent(r) => r.forward(&mut ctx, layer.kind_index, &x)?,
             };
+            if let Some(n) = &layer.mixer_out_norm {
+                mixed = rms_norm(&mixed, Some(n), eps)?;
+            }
             h = h.add(&mixed)?;
             let x = rms_norm(&h, Some(&layer.post_norm), eps)?;
-            h = h.add(&layer.ffn.forward(&ctx, &x)?)?;
+            let mut fed = layer.ffn.forward(&ctx, &x)?;
+            if let Some(n) = &layer.ffn_out_norm {
+                fed = rms_norm(&fed, Some(n), eps)?;
+            }
+            h = h.add(&fed)?;
         }
         let final_norm = |x: &Array| Ok(rms_norm(x, Some(&self.norm), eps)?);
         lm_head::sampled_logits(&mut ctx, &h, final_norm, &self.lm_head, &self.config)

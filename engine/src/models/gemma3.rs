@@ -2,22 +2,14 @@
 //! between global ones, queries scaled by `query_pre_attn_scalar^-0.5`,
 //! q/k norms, Gemma's RMSNorm (`x * (1 + w)`), a norm after attention and
 //! around the GeGLU MLP, the embedding scaled by `sqrt(hidden)`, a tied
-//! head.
-
-use mlx_rs::fast::rms_norm;
-use mlx_rs::Array;
+//! head. The shared decoder runs it (`decoder::Style`).
 
 use super::causal_lm::CausalLm;
-use super::feed_forward::FeedForward;
-use super::forward::{AttentionSpec, BatchItem, ForwardContext, Overlap, QkNorm};
+use super::decoder::{norm_weight, Decoder, DecoderLayer, Mixer, Style};
+use super::forward::{AttentionSpec, QkNorm};
 use super::gated_mlp::{Activation, GatedMlp};
-use super::kv_layout::KvLayout;
-use super::kv_store::KvStore;
-use super::layer_op::{self, LayerNorms, LayerOp};
-use super::lm_head;
 use super::self_attention::SelfAttention;
 use crate::error::{EngineError, Result};
-use crate::layers::{Embedding, Linear};
 use crate::loading::config::{HyperParams, ModelConfig};
 use crate::loading::family::Family;
 use crate::loading::weights::TensorMap;
@@ -96,178 +88,54 @@ pub const FAMILY: Family = Family {
     ..Family::plain("gemma3_text", "gemma3", "Gemma3ForCausalLM")
 };
 
-/// The registry's loader.
+/// The registry's loader: the shared decoder in Gemma's style. Gemma's
+/// RMSNorm scales by `1 + w`; HF files store `w`, GGUF files `1 + w`
+/// (llama.cpp's converter adds the one; the registry's `gguf_norm_shift`).
 pub fn load(
     config: ModelConfig,
     hyper: &HyperParams,
     weights: &TensorMap,
 ) -> Result<Box<dyn CausalLm>> {
-    Ok(Box::new(Gemma3::load(config, hyper, weights)?))
-}
-
-struct Layer {
-    input_norm: Array,
-    attention: SelfAttention,
-    post_attention_norm: Array,
-    pre_feedforward_norm: Array,
-    mlp: GatedMlp,
-    post_feedforward_norm: Array,
-    /// The layer as one op, where the CPU primitive runs it.
-    one_op: Option<LayerOp>,
-}
-
-pub struct Gemma3 {
-    config: ModelConfig,
-    kv_layout: KvLayout,
-    embed: Embedding,
-    /// `sqrt(hidden_size)`, applied to the embedding.
-    embed_scale: Array,
-    layers: Vec<Layer>,
-    norm: Array,
-    lm_head: Linear,
-    batch_invariant: bool,
-}
-
-/// Gemma's RMSNorm weight as `rms_norm` takes it: `1 + w`. GGUF files
-/// store `1 + w` already (llama.cpp's converter adds the one; the
-/// registry's `gguf_norm_shift`).
-fn gemma_norm(weights: &TensorMap, name: &str, stored_plus_one: bool) -> Result<Array> {
-    let w = weights.dense(name)?;
-    if stored_plus_one {
-        return Ok(w);
-    }
-    Ok(w.add(Array::from_f32(1.0))?)
-}
-
-impl Gemma3 {
-    fn load(config: ModelConfig, hyper: &HyperParams, weights: &TensorMap) -> Result<Self> {
-        let params = GemmaParams::read(&config, hyper, weights.origin())?;
-        let plus_one = hyper.from_gguf;
-        let layers = (0..config.num_layers)
-            .map(|i| {
-                let p = format!("model.layers.{i}");
-                let norm =
-                    |name: &str| gemma_norm(weights, &format!("{p}.{name}.weight"), plus_one);
-                let sliding = params.sliding[i];
-                let spec = AttentionSpec {
-                    scale: params.query_scale,
-                    rope_base: if sliding {
-                        params.local_rope_base
-                    } else {
-                        config.rope_theta
-                    },
-                    qk_norm: Some(QkNorm::new(
-                        &norm("self_attn.q_norm")?,
-                        &norm("self_attn.k_norm")?,
-                        config.num_heads,
-                        config.num_kv_heads,
-                        config.rms_norm_eps,
-                    )?),
-                    window: sliding.then_some(params.window),
-                    ..AttentionSpec::from_config(&config)
-                };
-                let mut layer = Layer {
-                    input_norm: norm("input_layernorm")?,
-                    attention: SelfAttention::load(weights, &format!("{p}.self_attn"), spec)?,
-                    post_attention_norm: norm("post_attention_layernorm")?,
-                    pre_feedforward_norm: norm("pre_feedforward_layernorm")?,
-                    mlp: GatedMlp::load(weights, &format!("{p}.mlp"), Activation::GeluTanh)?,
-                    post_feedforward_norm: norm("post_feedforward_layernorm")?,
-                    one_op: None,
-                };
-                let norms = LayerNorms {
-                    attn: &layer.input_norm,
-                    attn_out: Some(&layer.post_attention_norm),
-                    ffn: &layer.pre_feedforward_norm,
-                    ffn_out: Some(&layer.post_feedforward_norm),
-                    eps: config.rms_norm_eps,
-                };
-                layer.one_op = LayerOp::new(norms, &layer.attention, &layer.mlp);
-                Ok(layer)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        layer_op::log_coverage(
-            layers.iter().filter(|l| l.one_op.is_some()).count(),
-            layers.len(),
-        );
-        let embed = weights.embedding("model.embed_tokens")?;
-        let model = Gemma3 {
-            lm_head: lm_head::load(weights, &embed, &config)?,
-            norm: gemma_norm(weights, "model.norm.weight", plus_one)?,
-            embed_scale: Array::from_f32((config.hidden_size as f32).sqrt()),
-            kv_layout: KvLayout::attention(
-                layers
-                    .iter()
-                    .map(|l| l.attention.spec().layer_kv())
-                    .collect(),
-            ),
-            config,
-            embed,
-            layers,
-            batch_invariant: false,
+    let params = GemmaParams::read(&config, hyper, weights.origin())?;
+    let style = Style {
+        norm_offset: if hyper.from_gguf { 0.0 } else { 1.0 },
+        block_output_norms: true,
+        scaled_embedding: true,
+    };
+    let c = config.clone();
+    let decoder = Decoder::load_styled(config, weights, style, |i, p| {
+        let norm =
+            |name: &str| norm_weight(weights, &format!("{p}.{name}.weight"), style.norm_offset);
+        let sliding = params.sliding[i];
+        let spec = AttentionSpec {
+            scale: params.query_scale,
+            rope_base: if sliding {
+                params.local_rope_base
+            } else {
+                c.rope_theta
+            },
+            qk_norm: Some(QkNorm::new(
+                &norm("self_attn.q_norm")?,
+                &norm("self_attn.k_norm")?,
+                c.num_heads,
+                c.num_kv_heads,
+                c.rms_norm_eps,
+            )?),
+            window: sliding.then_some(params.window),
+            ..AttentionSpec::from_config(&c)
         };
-        let mut arrays = vec![
-            model.norm.clone(),
-            model.embed.0.stored(),
-            model.lm_head.stored(),
-        ];
-        for l in &model.layers {
-            arrays.extend([
-                l.input_norm.clone(),
-                l.post_attention_norm.clone(),
-                l.pre_feedforward_norm.clone(),
-                l.post_feedforward_norm.clone(),
-            ]);
-            arrays.extend(l.attention.stored());
-            arrays.extend(l.mlp.stored());
-        }
-        mlx_rs::transforms::eval(&arrays)?;
-        Ok(model)
-    }
-}
-
-impl CausalLm for Gemma3 {
-    fn config(&self) -> &ModelConfig {
-        &self.config
-    }
-
-    fn kv_layout(&self) -> &KvLayout {
-        &self.kv_layout
-    }
-
-    fn forward_pass(
-        &self,
-        kv: &mut KvStore,
-        items: &[BatchItem<'_>],
-        overlap: Overlap,
-    ) -> Result<Array> {
-        let eps = self.config.rms_norm_eps;
-        let norm = |x: &Array, w: &Array| rms_norm(x, Some(w), eps);
-        let mut ctx = ForwardContext::new(items, kv, self.batch_invariant, overlap)?;
-        let mut h = self
-            .embed
-            .lookup(&ctx.token_ids())?
-            .multiply(&self.embed_scale)?;
-        let rows = ctx.layer_rows();
-        for (i, l) in self.layers.iter().enumerate() {
-            ctx.hand_over(&h)?;
-            if let Some(one_op) = &l.one_op {
-                h = one_op.forward(&mut ctx, i, &h, &rows, None)?;
-                continue;
-            }
-            let a = l
-                .attention
-                .forward(&mut ctx, i, &norm(&h, &l.input_norm)?)?;
-            h = h.add(&norm(&a, &l.post_attention_norm)?)?;
-            let m = l.mlp.forward(&ctx, &norm(&h, &l.pre_feedforward_norm)?)?;
-            h = h.add(&norm(&m, &l.post_feedforward_norm)?)?;
-        }
-        let final_norm = |x: &Array| Ok(norm(x, &self.norm)?);
-        lm_head::sampled_logits(&mut ctx, &h, final_norm, &self.lm_head, &self.config)
-    }
-
-    fn set_batch_invariant(&mut self, on: bool) -> Result<()> {
-        self.batch_invariant = on;
-        Ok(())
-    }
+        Ok(DecoderLayer {
+            mixer: Mixer::Attention(SelfAttention::load(
+                weights,
+                &format!("{p}.self_attn"),
+                spec,
+            )?),
+            ffn: Box::new(GatedMlp::load(
+                weights,
+                &format!("{p}.mlp"),
+                Activation::GeluTanh,
+            )?),
+        })
+    })?;
+    Ok(Box::new(decoder))
 }

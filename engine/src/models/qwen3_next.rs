@@ -9,7 +9,7 @@
 //! stack ([`super::qwen3_5`]).
 
 use super::causal_lm::CausalLm;
-use super::decoder::{Decoder, DecoderLayer, Mixer};
+use super::decoder::{Decoder, DecoderLayer, Mixer, Style};
 use super::feed_forward::FeedForward;
 use super::forward::{AttentionSpec, QkNorm};
 use super::gated_delta_net::{DeltaNetDims, GatedDeltaNet, Projections};
@@ -87,7 +87,11 @@ pub(super) fn build(
         ));
     }
     let c = config.clone();
-    let decoder = Decoder::load_with_norm_offset(config, weights, norm_offset, |i, p| {
+    let style = Style {
+        norm_offset,
+        ..Style::default()
+    };
+    let decoder = Decoder::load_styled(config, weights, style, |i, p| {
         let mixer = if recurrent(i) {
             Mixer::Recurrent(GatedDeltaNet::load(
                 weights,
