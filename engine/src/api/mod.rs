@@ -52,3 +52,32 @@ pub use listener::ConnectionLimits;
 pub use metrics::{render as render_metrics, RejectedRequests};
 pub use openai::ChatRequest;
 pub use serve_flags::ServeFlags;
+
+#[cfg(test)]
+mod tests {
+    /// The map above names every module of this folder, as it says.
+    #[test]
+    fn the_module_map_names_every_module_of_the_folder() {
+        let doc: Vec<&str> = include_str!("mod.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! "))
+            .collect();
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/api");
+        let mut missing = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().to_string();
+            let module = match entry.path().is_dir() {
+                true => format!("{name}/"),
+                false => name.trim_end_matches(".rs").to_string(),
+            };
+            let named = doc
+                .iter()
+                .any(|l| l.split_whitespace().next() == Some(module.as_str()));
+            if module != "mod" && !named {
+                missing.push(module);
+            }
+        }
+        assert!(missing.is_empty(), "not in api/mod.rs's map: {missing:?}");
+    }
+}
