@@ -104,3 +104,26 @@ fn a_model_list_that_never_ends_stops_the_run_with_its_reason() {
         "{text}"
     );
 }
+
+/// A server that generates one request at a time and refuses another in
+/// flight with 503 (vllm-mlx's fail-fast admission) is not called broken
+/// for refusing the capability probes afm-test sends together: each
+/// refused probe is asked again alone, and all three protocols are found.
+#[test]
+fn a_server_busy_with_one_probe_is_probed_again_not_called_broken() {
+    use afm_harness::server::Target;
+    use afm_harness::suite::capabilities::{Capabilities, State};
+    // 300 ms to the first token: the probes sent together overlap.
+    let mut args = afm_harness::mock::MockArgs::timed(300.0, 1.0, 4);
+    args.fault = vec!["busy".parse().unwrap()];
+    let url = mock::start(args);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let caps = rt.block_on(Capabilities::detect(&Target::http(&url, None), "busy"));
+    for name in ["messages", "responses", "streaming"] {
+        let d = caps
+            .found
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} not probed"));
+        assert_eq!(d.state, State::Present, "{name}: {}", d.evidence);
+    }
+}

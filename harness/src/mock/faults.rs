@@ -21,6 +21,10 @@ pub enum Fault {
     /// A dropped client's generation goes on to the end (counted as
     /// running in /metrics), as a server that never notices a cancel.
     IgnoreCancel,
+    /// A request that arrives while another is in flight is refused with
+    /// 503, as a server that generates one request at a time and admits
+    /// fail-fast (vllm-mlx's simple engine: `text_generation_busy`).
+    Busy,
     // Broken servers (the harness must end, name it and stay bounded):
     /// The reply never ends: a token every ITL, forever (an SSE stream,
     /// or to a request that does not stream, a JSON body).
@@ -52,7 +56,7 @@ pub enum Fault {
 
 impl Fault {
     pub const NAMES: &'static str =
-        "cross-talk, empty-strict, stall:MS, reset, miscount, ignore-cancel";
+        "cross-talk, empty-strict, stall:MS, reset, miscount, ignore-cancel, busy";
 }
 
 impl FromStr for Fault {
@@ -66,6 +70,7 @@ impl FromStr for Fault {
                 "reset" => Ok(Fault::Reset),
                 "miscount" => Ok(Fault::Miscount),
                 "ignore-cancel" => Ok(Fault::IgnoreCancel),
+                "busy" => Ok(Fault::Busy),
                 "endless" => Ok(Fault::Endless),
                 "slow-bytes" => Ok(Fault::SlowBytes),
                 "huge-body" => Ok(Fault::HugeBody),
@@ -100,6 +105,7 @@ impl fmt::Display for Fault {
             Fault::Reset => write!(f, "reset"),
             Fault::Miscount => write!(f, "miscount"),
             Fault::IgnoreCancel => write!(f, "ignore-cancel"),
+            Fault::Busy => write!(f, "busy"),
             Fault::Endless => write!(f, "endless"),
             Fault::SlowBytes => write!(f, "slow-bytes"),
             Fault::HugeBody => write!(f, "huge-body"),

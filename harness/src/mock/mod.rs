@@ -61,7 +61,7 @@ pub struct MockArgs {
     #[arg(long, default_value = "32")]
     pub output_tokens: Spread,
     /// Misbehave: cross-talk, empty-strict, stall:MS, reset, miscount,
-    /// ignore-cancel; or break: endless, slow-bytes, huge-body,
+    /// ignore-cancel, busy; or break: endless, slow-bytes, huge-body,
     /// huge-length, no-done, malformed-sse, html-200, invalid-utf8,
     /// redirect-loop, lying-length, json-bomb, endless-models (repeatable).
     #[arg(long)]
@@ -327,6 +327,13 @@ async fn generate(State(m): State<Arc<Mock>>, uri: Uri, body: Bytes) -> Response
     if let Some(p) = &m.proxy {
         let cross = m.faulted(id, Fault::CrossTalk);
         return p.forward(&m, id, received, uri.path(), body, cross).await;
+    }
+    if m.faulted(id, Fault::Busy) && !m.in_flight.lock().expect("a lock").is_empty() {
+        return error(
+            endpoint,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy: another request is being generated",
+        );
     }
     let mut rng = StdRng::seed_from_u64(m.args.seed ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let mut plan = Plan::new(&m, &request, &mut rng);

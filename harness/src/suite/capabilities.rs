@@ -206,13 +206,33 @@ impl Capabilities {
         // each costs the run one request time limit, not three.
         let unset = |name| !self.found.contains_key(name);
         let hello = ask(json!({}));
-        let (chat, messages, responses) = tokio::join!(
+        let (mut chat, messages, responses) = tokio::join!(
             target.post(CHAT, &hello),
             when(unset("messages"), probe_messages(target)),
             when(unset("responses"), probe_responses(target)),
         );
         let mut endpoints = [("messages", messages), ("responses", responses)];
-        let chat_ok = chat.status == 200 && chat.body["choices"].is_array();
+        // A server that generates one request at a time may turn a probe
+        // away only because the others were in flight (vllm-mlx: 503
+        // `text_generation_busy`, 500 on /v1/messages). So each that did
+        // not succeed is asked once more, alone. An endpoint that went
+        // unanswered is not sent again (`Exchange::unanswered`), so a hang
+        // still costs the run one time limit.
+        if !chat_answered(&chat) {
+            chat = target.post(CHAT, &hello).await;
+        }
+        for (name, probed) in endpoints.iter_mut() {
+            if probed
+                .as_ref()
+                .is_some_and(|(state, _)| *state == State::Broken)
+            {
+                *probed = Some(match *name {
+                    "messages" => probe_messages(target).await,
+                    _ => probe_responses(target).await,
+                });
+            }
+        }
+        let chat_ok = chat_answered(&chat);
         self.served_model = chat.body["model"].as_str().map(str::to_string);
         for name in ALL {
             if self.found.contains_key(name) {
@@ -235,6 +255,11 @@ impl Capabilities {
         }
         self
     }
+}
+
+/// Whether the chat probe got a chat completion.
+fn chat_answered(chat: &Exchange) -> bool {
+    chat.status == 200 && chat.body["choices"].is_array()
 }
 
 /// `probe`'s result, when `wanted` (else it is never polled: no request).

@@ -131,6 +131,9 @@ pub async fn start(api: Arc<ApiContext>) -> String {
         .route("/{fault}/v1/files/{*rest}", any(batch_api))
         .route("/{fault}/v1/batches", any(batch_api))
         .route("/{fault}/v1/batches/{*rest}", any(batch_api))
+        // The engine's gauges, so a disconnect is judged by them as on
+        // afm-serve, not by the wait a server without them is given.
+        .route("/{fault}/metrics", get(batch_api))
         .with_state(front);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -140,8 +143,8 @@ pub async fn start(api: Arc<ApiContext>) -> String {
     format!("http://{addr}")
 }
 
-/// The Batch API through the engine's routes, the fault applied to what
-/// goes in (`batch_accepts_duplicates`) or comes out
+/// The Batch API (and `/metrics`) through the engine's routes, the fault
+/// applied to what goes in (`batch_accepts_duplicates`) or comes out
 /// (`batch_drops_a_line`).
 async fn batch_api(State(front): State<Arc<Front>>, request: axum::extract::Request) -> Response {
     use tower::ServiceExt;

@@ -649,7 +649,10 @@ const NOTICE_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// The server's running-requests gauge, scraped every 250 ms until it is
 /// 0 or [`NOTICE_LIMIT`] passes: a step of path `/metrics` whose body
-/// names the gauge and its samples (`gauge` null: none known here).
+/// names the gauge and its samples (`gauge` null: none known here). A
+/// server without one is given the whole [`NOTICE_LIMIT`] before the next
+/// requests go: one that generates a request at a time and refuses
+/// another (503) is not judged in the instant the clients left.
 async fn running_after_leaving(target: &Target) -> Exchange {
     use crate::bench::load::server_metrics::{running, scrape};
     let start = Instant::now();
@@ -657,6 +660,9 @@ async fn running_after_leaving(target: &Target) -> Exchange {
     let mut gauge = None;
     loop {
         let Some((name, value)) = scrape(target).await.as_ref().and_then(running) else {
+            if gauge.is_none() {
+                tokio::time::sleep(NOTICE_LIMIT.saturating_sub(start.elapsed())).await;
+            }
             break;
         };
         gauge = Some(name);
