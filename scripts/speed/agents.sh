@@ -12,6 +12,9 @@
 #   SERVERS="afm-serve afm-serve-mlx llama-server mlx-lm" (default: all)
 #   LEVELS=1,4 TURNS=3 BACKGROUND=4: afm-bench's --concurrency, --turns,
 #   --background-streams. Results: target/agents-bench/NAME/bench.{json,html}
+#   LONG_PROMPT="8000 16000": instead of the sessions, one prompt of each
+#   length, cold and then as a cached turn (long_prompt.py), on each server;
+#   prints the table of all of them (target/agents-bench/NAME.long.json).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -42,12 +45,19 @@ PY
 # run NAME PORT MODEL COMMAND...: starts the server, plays the sessions
 # naming MODEL ("-": the one the server lists), stops it.
 run() {
-    local name="$1" port="$2" model=()
-    [ "$3" = - ] || model=(--model "$3")
+    local name="$1" port="$2" served="$3" model=()
+    [ "$served" = - ] || model=(--model "$served")
     shift 3
     [[ " $SERVERS " == *" $name "* ]] || return 0
     start_server "$OUT/$name.log" "$@"
     wait_up "http://127.0.0.1:$port" /v1/models
+    if [ -n "${LONG_PROMPT:-}" ]; then
+        # shellcheck disable=SC2086
+        python3 scripts/speed/long_prompt.py "http://127.0.0.1:$port" "$served" \
+            "$OUT/$name.long.json" $LONG_PROMPT
+        stop_server
+        return 0
+    fi
     target/release/afm-bench --url "http://127.0.0.1:$port" "${model[@]}" \
         --server-flags "$*" --prompts agents --turns "$TURNS" \
         --concurrency "$LEVELS" --requests "$(( (${LEVELS##*,} > 3 ? ${LEVELS##*,} : 3) * TURNS ))" \
@@ -68,5 +78,22 @@ fi
 if [[ " $SERVERS " == *" mlx-lm "* ]]; then
     MLX_LM_BIN="$(bash scripts/interop/peers/mlx-lm.sh)"
     run mlx-lm 8434 "$LONG" "$MLX_LM_BIN/mlx_lm.server" --model "$LONG" --port 8434 --log-level WARNING
+fi
+if [ -n "${LONG_PROMPT:-}" ]; then
+    python3 - "$OUT" $SERVERS <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+print("| server | prompt tokens | cold | prompt tok/s | cached turn | cached (reported) | cached / cold |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for name in sys.argv[2:]:
+    f = out / f"{name}.long.json"
+    if not f.exists():
+        continue
+    for r in json.loads(f.read_text()):
+        c, t = r["cold"], r["cached"]
+        print(f"| {name} | {c['prompt_tokens']:,} | {c['seconds']:.1f} s | {r['cold_prompt_tok_s']} "
+              f"| {t['seconds']:.2f} s | {t['cached_tokens']} of {t['prompt_tokens']} | {100 * r['cached_share']:.1f}% |")
+PY
+    exit 0
 fi
 echo "results: $OUT/*/bench.html" >&2

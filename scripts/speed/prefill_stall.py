@@ -29,13 +29,21 @@ def post(body):
         {"content-type": "application/json"}))
 
 
+def delta_text(line):
+    """Whether an SSE data line carries text: the answer's or, from a model
+    that thinks first, the reasoning's."""
+    choices = json.loads(line[6:]).get("choices") or [{}]
+    delta = choices[0].get("delta") or {}
+    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
+
+
 def stream(i):
     r = post({"model": MODEL, "stream": True, "max_tokens": 4000, "ignore_eos": True,
               "messages": [{"role": "user", "content": f"Tell me story number {i}."}]})
     for line in r:
         if stop.is_set():
             break
-        if line.startswith(b"data: {") and b'"content"' in line:
+        if line.startswith(b"data: {") and delta_text(line):
             arrivals[i].append(time.time() - t0)
     r.close()
 
