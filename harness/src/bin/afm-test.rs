@@ -3,21 +3,18 @@
 //! compares two reports (`diff`) for CI gates. The runs live in the
 //! library (`afm_harness::run`); this parses flags, prints and exits.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use afm_harness::report::diff::Options as DiffOptions;
-use afm_harness::report::CaseResult;
 use afm_harness::run::compare::{self, CompareFiles};
 use afm_harness::run::conformance::{self, ConformanceArgs};
+use afm_harness::run::matrix;
+use afm_harness::run::progress::Progress;
 use afm_harness::run::regrade::{self, RegradeArgs};
-use afm_harness::run::{matrix, Observer};
 use afm_harness::suite::{self, Tier};
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser)]
 #[command(
@@ -202,50 +199,4 @@ fn run(args: &ConformanceArgs) -> Result<ExitCode> {
     let report = conformance::run(args, Progress::new())?;
     print!("{}", report.text(&args.out.join("report.json")));
     Ok(exit_code(report.unexplained_failures() > 0))
-}
-
-/// How a run shows its progress: a bar on a terminal; in a log (no
-/// terminal) one `PASS id (ms)` line per case as it ends.
-struct Progress {
-    bar: Option<ProgressBar>,
-}
-
-impl Progress {
-    fn new() -> Arc<Progress> {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let style = ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}");
-            ProgressBar::new(0).with_style(style.unwrap_or_else(|_| ProgressStyle::default_bar()))
-        });
-        Arc::new(Progress { bar })
-    }
-}
-
-impl Observer for Progress {
-    fn note(&self, line: &str) {
-        match &self.bar {
-            Some(bar) => bar.println(format!("afm-test: {line}")),
-            None => eprintln!("afm-test: {line}"),
-        }
-    }
-
-    fn cases_planned(&self, cases: usize) {
-        if let Some(bar) = &self.bar {
-            bar.reset();
-            bar.set_length(cases as u64);
-        }
-    }
-
-    fn case_done(&self, r: &CaseResult) {
-        let status = r.status.as_str();
-        match &self.bar {
-            Some(bar) => {
-                bar.set_message(format!("{status} {}", r.id));
-                bar.inc(1);
-                if bar.position() == bar.length().unwrap_or(0) {
-                    bar.finish_and_clear();
-                }
-            }
-            None => println!("{:<5} {} ({:.0} ms)", status.to_uppercase(), r.id, r.millis),
-        }
-    }
 }

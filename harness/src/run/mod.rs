@@ -11,6 +11,7 @@ pub mod compare;
 pub mod conformance;
 pub mod matrix;
 pub mod plan;
+pub mod progress;
 pub mod regrade;
 
 use crate::report::CaseResult;
