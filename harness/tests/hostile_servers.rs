@@ -127,3 +127,22 @@ fn a_server_busy_with_one_probe_is_probed_again_not_called_broken() {
         assert_eq!(d.state, State::Present, "{name}: {}", d.evidence);
     }
 }
+
+/// A server that refuses `tool_choice` "required" but calls tools under
+/// "auto" (mistral.rs 0.8.1) has tools: calling them absent would skip
+/// every tools case and hide its failures, the "required" one among them.
+#[test]
+fn a_server_refusing_only_required_tool_choice_is_found_with_tools() {
+    use afm_harness::server::Target;
+    use afm_harness::suite::capabilities::{Capabilities, State};
+    let url = crate::support::tool_choice_double::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let caps = rt.block_on(Capabilities::detect(&Target::http(&url, None), "tools"));
+    let tools = caps.found.get("tools").expect("tools probed");
+    assert_eq!(tools.state, State::Present, "{}", tools.evidence);
+    assert!(
+        tools.evidence.contains("422"),
+        "the refusal is kept as evidence: {}",
+        tools.evidence
+    );
+}

@@ -380,18 +380,43 @@ async fn probe_logprobs(target: &Target) -> (State, String) {
 }
 
 async fn probe_tools(target: &Target) -> (State, String) {
-    let t = target.post(CHAT, &forced_tool_call()).await;
+    let t = target.post(CHAT, &forced_tool_call("required")).await;
     let n = Reply::of(&t).tool_calls.len();
-    let (state, seen) = if t.status == 200 && n > 0 {
-        (State::Present, format!("{n} tool calls"))
-    } else {
-        accepted_or_refused(
-            &t,
-            &["tool"],
-            "no tool call although tool_choice was required",
+    if t.status == 200 && n > 0 {
+        return (State::Present, format!("{}; {n} tool calls", outcome(&t)));
+    }
+    let (state, seen) = accepted_or_refused(
+        &t,
+        &["tool"],
+        "no tool call although tool_choice was required",
+    );
+    let required = format!("{}; {seen}", outcome(&t));
+    if state != State::Absent {
+        return (state, required);
+    }
+    // A server may refuse only "required" (mistral.rs's ToolChoice takes
+    // "auto", "none" and a named function). Calling tools absent for that
+    // would turn every tools case's failure into a skip, so ask once more
+    // with "auto": a tool call then shows the server has tools.
+    let a = target.post(CHAT, &forced_tool_call("auto")).await;
+    let m = Reply::of(&a).tool_calls.len();
+    if a.status == 200 && m > 0 {
+        (
+            State::Present,
+            format!(
+                "{required}; with tool_choice \"auto\": {}; {m} tool calls",
+                outcome(&a)
+            ),
         )
-    };
-    (state, format!("{}; {seen}", outcome(&t)))
+    } else {
+        (
+            State::Absent,
+            format!(
+                "{required}; with tool_choice \"auto\": {}, no tool call",
+                outcome(&a)
+            ),
+        )
+    }
 }
 
 /// Thinking asked for by the template switch local servers pass on (vLLM,
@@ -474,13 +499,15 @@ fn ask(extra: Value) -> Value {
     body
 }
 
-fn forced_tool_call() -> Value {
+/// A request the model answers with a call to `get_time`; `tool_choice`
+/// "required" forces it where the server supports that.
+fn forced_tool_call(tool_choice: &str) -> Value {
     json!({"messages": [{"role": "user", "content": "What time is it in Paris? Use the tool."}],
            "tools": [{"type": "function", "function": {"name": "get_time",
                "description": "Current time in a city",
                "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                               "required": ["city"]}}}],
-           "tool_choice": "required", "max_tokens": 60, "temperature": 0})
+           "tool_choice": tool_choice, "max_tokens": 60, "temperature": 0})
 }
 
 /// A schema no unconstrained reply to "Say hello." meets: only a server

@@ -55,24 +55,11 @@ async fn chat(body: Bytes) -> Response {
     ([("content-type", "text/event-stream")], text).into_response()
 }
 
-/// Serves on an ephemeral port from a thread of its own (so a test
-/// without a runtime, or with one, can use it); returns its base address.
+/// Serves on an ephemeral port; returns its base address.
 pub fn start() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let app = Router::new()
-                .route("/v1/models", get(models))
-                .route("/v1/chat/completions", post(chat));
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    format!("http://{addr}")
+    super::serve(
+        Router::new()
+            .route("/v1/models", get(models))
+            .route("/v1/chat/completions", post(chat)),
+    )
 }
