@@ -50,6 +50,7 @@ fn main() {
         "attention.h",
         "attention_impl.h",
         "attention_avx2.cpp",
+        "attention_avx512.cpp",
         "glu.cpp",
         "glu.h",
         "glu_avx2.cpp",
@@ -58,6 +59,7 @@ fn main() {
         "delta_net.cpp",
         "delta_net.h",
         "simd_avx2.h",
+        "simd_avx512.h",
     ] {
         println!("cargo:rerun-if-changed={}", src.join(f).display());
     }
@@ -91,7 +93,7 @@ fn main() {
             .flag("-mf16c")
             .compile("afm_qmm_avx2");
         base()
-            .file(src.join("qmm_affine_avx512.cpp"))
+            .files(["qmm_affine_avx512.cpp", "attention_avx512.cpp"].map(|f| src.join(f)))
             .flag("-mavx512f")
             .flag("-mavx2")
             .flag("-mfma")

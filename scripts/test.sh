@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command: installs what is missing, checks formatting,
 # runs every test of the workspace (the conformance runner a second time
-# with attention through MLX), then the harness's tests again built
+# with attention through MLX, the CPU attention's tests a second time on
+# its AVX2 rows), then the harness's tests again built
 # without the engine (afm-test as a server's CI installs it), then gates the
 # engine's behaviour on the committed baseline reports, in-process and
 # through a flagless afm-serve (scripts/gate.sh), a short schemathesis pass
@@ -21,6 +22,9 @@ cargo test --workspace
 # CPU primitives: the conformance runner, batch invariance and the step
 # counts again.
 AFM_KERNELS=mlx cargo test -p afm-engine --test integration -- model_conformance:: batch_invariance:: step_ops::
+# The AVX2 attention rows where the CPU would take the AVX-512 ones
+# (AFM_QMM_KERNEL=avx2 caps every kernel's path): both forms stay tested.
+AFM_QMM_KERNEL=avx2 cargo test -p afm-engine --lib -- cpu::attention::
 cargo test -p afm-harness --no-default-features
 bash scripts/gate.sh
 # OpenAI's published spec against a flagless afm-serve, by schemathesis:

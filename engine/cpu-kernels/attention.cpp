@@ -1,6 +1,7 @@
 // Dispatcher, task split and the portable kernel of attention.h. Compiled
-// without ISA flags; the AVX2 kernel (attention_avx2.cpp) is entered only
-// after the run-time CPU check qmm's dispatcher already makes.
+// without ISA flags; the AVX2 and AVX-512 kernels (attention_avx2.cpp,
+// attention_avx512.cpp) are entered only after the run-time CPU check qmm's
+// dispatcher already makes.
 #include "attention.h"
 
 #include <algorithm>
@@ -52,9 +53,11 @@ namespace {
 // in cache, and several tasks per thread balance the causal triangle.
 constexpr int64_t kQueryBlock = 8;
 
+enum class Kernel { Portable, Avx2, Avx512 };
+
 struct Split {
   const Problem* p;
-  bool avx2;
+  Kernel kernel;
   int64_t blocks; // query blocks per (item, KV head)
 };
 
@@ -63,8 +66,9 @@ void run_task(void* ctx, int t) {
   const Problem& p = *s.p;
   const int64_t rep = p.heads / p.kv_heads;
   thread_local std::vector<float> scores, acc;
-  const size_t rows = s.avx2 ? size_t(kQueryBlock * rep) : 1;
-  if (scores.size() < rows * size_t(p.capacity)) scores.resize(rows * size_t(p.capacity));
+  const size_t rows = s.kernel != Kernel::Portable ? size_t(kQueryBlock * rep) : 1;
+  const size_t per_row = size_t(detail::score_stride(p));
+  if (scores.size() < rows * per_row) scores.resize(rows * per_row);
   if (acc.size() < rows * size_t(p.d)) acc.resize(rows * size_t(p.d));
   // The last query blocks see the most keys: hand them out first.
   const int64_t b = s.blocks - 1 - t % s.blocks;
@@ -72,7 +76,11 @@ void run_task(void* ctx, int t) {
   const int64_t i = ig / p.kv_heads, g = ig % p.kv_heads;
   const int64_t l0 = b * kQueryBlock, l1 = std::min(p.l, (b + 1) * kQueryBlock);
 #if defined(__x86_64__)
-  if (s.avx2) {
+  if (s.kernel == Kernel::Avx512) {
+    detail::rows_avx512(p, i, l0, l1, g, scores.data(), acc.data());
+    return;
+  }
+  if (s.kernel == Kernel::Avx2) {
     detail::rows_avx2(p, i, l0, l1, g, scores.data(), acc.data());
     return;
   }
@@ -85,9 +93,12 @@ void run_task(void* ctx, int t) {
 
 void attend(const Problem& p, qmm::Path path) {
   if (p.n == 0 || p.l == 0) return;
-  const bool avx2 = qmm::simd(path) && p.d % 8 == 0;
+  const qmm::Path resolved = qmm::resolve_path(path);
+  const Kernel kernel = resolved == qmm::Path::Avx512 && p.d % 16 == 0 ? Kernel::Avx512
+      : resolved != qmm::Path::Scalar && p.d % 8 == 0                  ? Kernel::Avx2
+                                                                        : Kernel::Portable;
   const int64_t blocks = (p.l + kQueryBlock - 1) / kQueryBlock;
-  Split split{&p, avx2, blocks};
+  Split split{&p, kernel, blocks};
   const int64_t tasks = p.n * p.kv_heads * blocks;
   // Keys read in all, times d, times 2 products: below ~64K multiply-adds a
   // second thread's wake-up costs more than it saves.

@@ -41,8 +41,8 @@ struct Problem {
 };
 
 // out = softmax(scale * q kᵀ over each query's visible keys) v, on the
-// process's thread pool. Path::Avx2 needs d % 8 == 0 (else the portable path
-// runs). Blocks until done. The caller has checked shapes and positions
+// process's thread pool. Path::Avx512 needs d % 16 == 0 (else AVX2 runs),
+// Path::Avx2 d % 8 == 0 (else the portable path runs). Blocks until done. The caller has checked shapes and positions
 // (afm::attention does).
 void attend(const Problem& p, qmm::Path path = qmm::Path::Auto);
 

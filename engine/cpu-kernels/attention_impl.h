@@ -19,6 +19,13 @@ inline Visible visible(const Problem& p, int64_t i, int64_t l) {
   return {first, pos + 1 - first};
 }
 
+// Floats of score scratch per row: its visible keys (at most `capacity`),
+// and slack for the AVX-512 tiles, which run every row of a tile to the
+// tile's longest (a query block's positions) in whole groups of 4 keys.
+inline int64_t score_stride(const Problem& p) {
+  return p.capacity + 16;
+}
+
 // Output row (item i, query l, head h); `scores` has room for `capacity`
 // floats.
 void row_scalar(const Problem& p, int64_t i, int64_t l, int64_t h, float* scores);
@@ -28,5 +35,11 @@ void row_scalar(const Problem& p, int64_t i, int64_t l, int64_t h, float* scores
 // `capacity` floats per row, `acc` for `d` per row.
 void rows_avx2(const Problem& p, int64_t i, int64_t l0, int64_t l1, int64_t g, float* scores,
                float* acc);
+
+// rows_avx2's outputs by AVX-512 tiles of rows (d % 16 == 0): other bits
+// than rows_avx2's, with the same guarantees; `scores` has room for
+// score_stride(p) floats per row.
+void rows_avx512(const Problem& p, int64_t i, int64_t l0, int64_t l1, int64_t g, float* scores,
+                 float* acc);
 
 } // namespace afm::attn::detail

@@ -23,8 +23,9 @@ enum class ScaleType : int { F32 = 0, F16 = 1, BF16 = 2 };
 
 // Kernel selection; Auto takes the widest the CPU has: AVX-512 (F, with FMA
 // and F16C), else AVX2+FMA, else the portable one. AFM_QMM_KERNEL=avx2 (or
-// scalar) caps Auto. Kernels that exist only for AVX2 (attention, the
-// gated activation, the dequantizing prefill path) run it on both SIMD paths.
+// scalar) caps Auto. Kernels that exist only for AVX2 (the gated
+// activation, the dequantizing prefill path) run it on both SIMD paths;
+// attention has both forms.
 enum class Path : int { Auto = 0, Scalar = 1, Avx2 = 2, Avx512 = 3 };
 
 struct AffineMatrix {

@@ -1,10 +1,13 @@
 // AVX2+FMA helpers the kernel files built with -mavx2 -mfma share. Include
-// only from those files: everything here is inline code for that ISA.
+// only from those files: everything here is inline code for that ISA, with
+// internal linkage (the AVX-512 files include it too, and their copies must
+// not be linked into the AVX2 path).
 #pragma once
 
 #include <immintrin.h>
 
 namespace afm::simd {
+namespace {
 
 // Fixed-order horizontal sum: halves, then pairs, then the last two lanes.
 inline float hsum8(__m256 v) {
@@ -53,4 +56,5 @@ inline __m256 exp256(__m256 x) {
   return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
 }
 
+} // namespace
 } // namespace afm::simd

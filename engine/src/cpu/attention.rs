@@ -6,7 +6,9 @@
 //! slots are not `0..n` first gathers every member's keys and values into a
 //! new array with MLX's scalar `gather`. The primitive reads each query's own
 //! slot in place, sees only that query's keys (causal, sliding window), and
-//! vectorizes the softmax with AVX2.
+//! vectorizes the softmax with AVX2 (with AVX-512, where the CPU has it,
+//! rows that see the same keys go in tiles of 4 that share every key and
+//! value load).
 //!
 //! Each output row is a fixed sequence of operations over its own query and
 //! the keys it sees, so it is batch-invariant by construction: the same bits
@@ -35,10 +37,10 @@ pub fn describe() -> String {
     match path() {
         Path::Primitive { kernel, threads } => format!(
             "afm attention ({} kernel, {threads} threads)",
-            if *kernel == "portable" {
-                kernel
-            } else {
-                "AVX2+FMA"
+            match *kernel {
+                "portable" => kernel,
+                "AVX-512" => "AVX-512 tiles (AVX2+FMA where a head is not 16 lanes)",
+                _ => "AVX2+FMA",
             }
         ),
         Path::Unavailable(why) => format!("MLX's own ({why})"),
@@ -198,7 +200,7 @@ mod tests {
 
     /// A decode group over slots out of order and a prefill chunk from an
     /// offset, with grouped heads, a sliding window or none, and head sizes
-    /// on and off the AVX2 path's 8 lanes, agree with MLX's attention; every
+    /// on and off the SIMD paths' lanes, agree with MLX's attention; every
     /// item gives alone exactly what it gives in the group.
     #[test]
     fn matches_mlx_attention_and_each_item_is_independent_of_the_others() {

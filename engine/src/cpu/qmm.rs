@@ -27,8 +27,9 @@ use crate::error::Result;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Path {
     /// afm's primitive with the widest kernel this CPU runs (`kernel`:
-    /// "AVX-512", "AVX2+FMA" or "portable"; attention and the gated
-    /// activation take their AVX2 form on either SIMD one), on `threads`
+    /// "AVX-512", "AVX2+FMA" or "portable"; the gated activation takes
+    /// its AVX2 form on either SIMD one, attention its AVX-512 form where
+    /// a head is a multiple of 16 lanes), on `threads`
     /// threads (the caller's included).
     Primitive {
         kernel: &'static str,
