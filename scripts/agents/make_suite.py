@@ -148,7 +148,8 @@ description = "The requests Codex CLI 0.171.0 (Responses), Claude Code 2.1.332 (
                     body=with_fields(m1["body"], tool_choice={"type": "tool", "name": "Bash"}, thinking={"type": "disabled"}),
                     comment="tool_choice forces Bash (Claude Code lets the model choose); Anthropic refuses a forced\ntool with thinking on, so thinking is disabled here."))
     out.append(case("agents.claude_tool_result", "Claude Code's turn after its Bash call (tool_use, tool_result with cache_control) is answered",
-                    m2, [ok, sse, answered], ["messages", "streaming"]))
+                    m2, [ok, sse, answered], ["messages", "streaming"], tier="full",
+                    comment="Full tier: its turn is free (no tool_choice, temperature 1, max_tokens 32000),\nso it ends only when the model ends its turn: a small model that rambles\nruns to the request's time limit (the conformance model did on afm-serve,\n2026-12-02, after answering in one sentence the run before)."))
     o_title = turn(opencode["shell"], "/chat/completions", with_tools=False)
     o1 = turn(opencode["shell"], "/chat/completions")
     o2 = turn(opencode["shell"], "/chat/completions", index=1)
