@@ -32,14 +32,12 @@
 #include <vector>
 
 #include "attention_impl.h"
-#include "simd_avx2.h"
 #include "simd_avx512.h"
 
 namespace afm::attn::detail {
 
 using simd::exp512;
-using simd::fold16;
-using simd::hsum8;
+using simd::hsum16;
 
 namespace {
 
@@ -184,7 +182,7 @@ void softmax(Row& r) {
     _mm512_mask_storeu_ps(sc + j, tail, e);
     s16 = _mm512_add_ps(s16, e);
   }
-  r.inv = 1.0f / hsum8(fold16(s16));
+  r.inv = 1.0f / hsum16(s16);
 }
 
 } // namespace

@@ -26,9 +26,11 @@
 #include <cstring>
 
 #include "qmm_affine_impl.h"
-#include "simd_avx2.h"
+#include "simd_avx512.h"
 
 namespace afm::qmm::detail {
+
+using simd::hsum16;
 namespace {
 
 template <int ST>
@@ -45,11 +47,6 @@ inline float load_scale(const void* p, int64_t i) {
   }
 }
 
-// Halves, then hsum8's tree.
-inline float hsum16(__m512 v) {
-  return simd::hsum8(_mm256_add_ps(_mm512_castps512_ps256(v),
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
-}
 
 // Sixteen consecutive scales/biases from index i, widened to f32.
 template <int ST>

@@ -34,23 +34,30 @@ inline float hmax8(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
+// exp256's and exp512's constants (one place: both must give the same
+// values lane for lane): the clamp, log2(e), ln 2 split in two, and Cephes'
+// degree-6 polynomial from the highest coefficient.
+namespace exp_poly {
+constexpr float kLo = -87.33654475f, kHi = 88.0f, kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                         4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+} // namespace exp_poly
+
 // e^x within ~2 ulp: x = n ln2 + r, |r| <= ln2 / 2, Cephes' degree-6
 // polynomial for e^r, times 2^n. Below ln(FLT_MIN) the result is 0 (as is
 // exp(-inf), the padding of a partial vector); above 88 it is e^88.
 inline __m256 exp256(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.33654475f);
+  using namespace exp_poly;
+  const __m256 lo = _mm256_set1_ps(kLo);
   const __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(kHi));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 y = _mm256_set1_ps(kP[0]);
+  for (int c = 1; c < 6; ++c) y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(kP[c]));
   y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
