@@ -303,6 +303,12 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
   h_out.set_data(mx::allocator::malloc(h_out.nbytes()));
   // The store is updated in place when this op holds its only reference
   // (the engine takes it out of its store for the call); else copied.
+  // A copied store must outlive the dispatched task that reads it: MLX
+  // keeps the buffers of the inputs of the output it evaluates through,
+  // and the store outputs' inputs were trimmed (decoder_layer), so
+  // through them a store nothing else held (a view left by the store
+  // shrinking after a long request) was freed before the copy read it.
+  auto& encoder = mx::cpu::get_command_encoder(stream());
   bool copy[2] = {false, false};
   for (int j = 0; j < 2; ++j) {
     const auto& in = inputs[kKeys + j];
@@ -312,10 +318,13 @@ void DecoderLayer::eval_cpu(const std::vector<mx::array>&, std::vector<mx::array
       continue;
     }
     copy[j] = !(in.is_donatable() && in.flags().row_contiguous && in.data_size() == in.size());
-    if (copy[j]) out.set_data(mx::allocator::malloc(out.nbytes()));
-    else out.copy_shared_buffer(in);
+    if (copy[j]) {
+      out.set_data(mx::allocator::malloc(out.nbytes()));
+      encoder.add_temporary(in);
+    } else {
+      out.copy_shared_buffer(in);
+    }
   }
-  auto& encoder = mx::cpu::get_command_encoder(stream());
   for (auto& in : inputs) encoder.set_input_array(in);
   for (auto& out : outputs) encoder.set_output_array(out);
 
