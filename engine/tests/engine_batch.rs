@@ -1,6 +1,6 @@
 //! The batch engine with the bundled model: in-batch prefix sharing and
 //! isolation, seeded determinism across batch slots and cache state, stop
-//! strings, logprobs, and cancellation.
+//! strings, logprobs, cancellation, and which prompt is read first.
 
 use crate::support::together::release_together;
 
@@ -246,6 +246,103 @@ fn stop_strings_finish_reasons_and_logprobs() {
     let mut too_many = json!({"messages": [{"role": "user", "content": "x"}], "logprobs": true});
     too_many["top_logprobs"] = json!(21);
     assert!(engine.submit(&request(too_many)).is_err());
+}
+
+/// A short prompt that starts while a long one is read is not queued
+/// behind it: prompts are read earliest due first (start plus length).
+/// In arrival order the short one would get the long one's leftovers only
+/// in its last chunk and end a step or more after it.
+#[test]
+fn a_short_prompt_is_read_before_a_long_one_that_started_first() {
+    let engine = Engine::start(
+        "smollm2",
+        EngineConfig {
+            prefix_caching: false,
+            concurrent: 8,
+            prefill_chunk: 64,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let asking = |rules: usize| {
+        request(json!({
+            "messages": [
+                {"role": "system", "content": system_prompt(rules)},
+                {"role": "user", "content": "Say hi."}
+            ],
+            "max_tokens": 1, "temperature": 0
+        }))
+    };
+    let (long, short) = (asking(150), asking(10));
+    let long_tokens = engine.prompt_tokens(&long).unwrap().len();
+    let short_tokens = engine.prompt_tokens(&short).unwrap().len();
+    assert!(long_tokens > 20 * 64, "{long_tokens} tokens");
+    assert!(
+        (64..3 * 64).contains(&short_tokens),
+        "{short_tokens} tokens"
+    );
+
+    let mut long_stream = engine.submit(&long).unwrap();
+    match long_stream.next_blocking() {
+        Some(EngineEvent::Started { .. }) => {}
+        other => panic!("expected Started, got {other:?}"),
+    }
+    let long_done = std::thread::spawn(move || {
+        long_stream.collect_blocking().unwrap();
+        std::time::Instant::now()
+    });
+    engine.submit(&short).unwrap().collect_blocking().unwrap();
+    let short_done = std::time::Instant::now();
+    let long_done = long_done.join().unwrap();
+    assert!(
+        short_done < long_done,
+        "the short prompt ended {:?} after the long one",
+        short_done - long_done
+    );
+}
+
+/// When a request ends and the open slots need at most half the store,
+/// it shrinks into a view of the old buffers, which the next pass copies
+/// into each layer's new store. The prompt being read through that pass
+/// must get its own keys: the CPU layer once read the view after MLX had
+/// freed it (a crash, or stale bytes in the reply).
+#[test]
+fn a_reply_is_unchanged_when_the_store_shrinks_under_it() {
+    let engine = Engine::start(
+        "smollm2",
+        EngineConfig {
+            prefix_caching: false,
+            concurrent: 8,
+            prefill_chunk: 64,
+            // Freed buffers go back to the system at once, so reading one
+            // faults instead of finding its old bytes in MLX's cache.
+            mlx_cache_bytes: Some(0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let asking = |rules: usize, max_tokens: usize| {
+        request(json!({
+            "messages": [
+                {"role": "system", "content": system_prompt(rules)},
+                {"role": "user", "content": "Say hi."}
+            ],
+            "max_tokens": max_tokens, "temperature": 0
+        }))
+    };
+    // The shorter prompt goes first and ends while the longer one (whose
+    // length sized the store) has read only its first chunks.
+    let (first, second) = (asking(60, 1), asking(150, 8));
+    let alone = engine.submit(&second).unwrap().collect_blocking().unwrap();
+
+    let mut first_stream = engine.submit(&first).unwrap();
+    assert!(matches!(
+        first_stream.next_blocking(),
+        Some(EngineEvent::Started { .. })
+    ));
+    let beside = engine.submit(&second).unwrap();
+    first_stream.collect_blocking().unwrap();
+    assert_eq!(beside.collect_blocking().unwrap().text, alone.text);
 }
 
 #[test]

@@ -5,6 +5,8 @@
 //! ```text
 //! engine        Engine::submit (caller's thread) -> channel -> engine thread
 //! scheduler     admission, prefix-cache use, the forward plan of a step
+//! prefill_budget / prefill_order   how many prompt tokens a step reads,
+//!               and whose first
 //! sequence      per request: sampling, grammar, thinking budget,
 //!               detokenizing, stop strings, output parsing -> events
 //! events        what a stream reports; the one fold into a Completion
@@ -23,6 +25,7 @@ mod generate;
 mod grammar;
 mod model_text;
 mod prefill_budget;
+mod prefill_order;
 mod prefix_cache;
 mod request;
 mod sampler;

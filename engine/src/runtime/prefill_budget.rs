@@ -38,6 +38,10 @@ pub struct PrefillBudget {
     token_s: Option<f64>,
     /// Prompt tokens of the last step with decodes.
     last: usize,
+    /// Seconds a prompt token took in a step with nothing decoding
+    /// (running estimate): what [`Self::token_seconds`] says before any
+    /// step had both.
+    alone_s: Option<f64>,
 }
 
 impl PrefillBudget {
@@ -48,6 +52,7 @@ impl PrefillBudget {
             decode_s: None,
             token_s: None,
             last: 0,
+            alone_s: None,
         }
     }
 
@@ -68,12 +73,25 @@ impl PrefillBudget {
         }
     }
 
+    /// Seconds a prompt token costs now (beside decodes where a step had
+    /// both, else alone); `None` before any prompt was measured.
+    pub fn token_seconds(&self) -> Option<f64> {
+        self.token_s.or(self.alone_s)
+    }
+
     /// What a step with `decoding` streams and `prefilled` prompt tokens took.
     pub fn observe(&mut self, decoding: usize, prefilled: usize, took: Duration) {
+        let t = took.as_secs_f64();
         if decoding == 0 {
+            if prefilled > 0 {
+                let token = t / prefilled as f64;
+                self.alone_s = Some(match self.alone_s {
+                    Some(old) => old + TOKEN_WEIGHT * (token - old),
+                    None => token,
+                });
+            }
             return;
         }
-        let t = took.as_secs_f64();
         if prefilled == 0 {
             self.decode_s = Some(match self.decode_s {
                 Some(d) => d + DECODE_WEIGHT * (t - d),
@@ -162,6 +180,19 @@ mod tests {
         b.observe(4, 0, ms(100));
         b.observe(4, 1, ms(110));
         assert_eq!(b.tokens(4), 1);
+    }
+
+    #[test]
+    fn a_token_is_priced_beside_decodes_once_measured_there_else_alone() {
+        let mut b = PrefillBudget::new(256, 1.0);
+        assert_eq!(b.token_seconds(), None);
+        b.observe(0, 100, ms(500));
+        assert_eq!(b.token_seconds(), Some(0.005));
+        // The chunk beside decodes is still sized from steps with both.
+        assert_eq!(b.tokens(4), FIRST_CHUNK);
+        b.observe(4, 0, ms(100));
+        b.observe(4, 10, ms(200));
+        assert_eq!(b.token_seconds(), Some(0.01));
     }
 
     #[test]

@@ -19,7 +19,9 @@
 //! one only when none waits, and never lets batch sequences fill the last
 //! free slot, so an interactive arrival starts at the next step instead of
 //! waiting for a batch reply to end (decode steps cannot be preempted).
-//! Interactive prompts also get the step's prefill budget first.
+//! Interactive prompts also get the step's prefill budget first. Within a
+//! priority, the prompt due first by `prefill_order` (its start plus its
+//! length) goes first: a cached turn passes the cold prompts before it.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -30,6 +32,7 @@ use crate::runtime::config::EngineConfig;
 use crate::runtime::events::EngineEvent;
 use crate::runtime::model_text::ModelText;
 use crate::runtime::prefill_budget::PrefillBudget;
+use crate::runtime::prefill_order;
 use crate::runtime::prefix_cache::PrefixCache;
 use crate::runtime::request::Priority;
 use crate::runtime::sequence::{NewSequence, Sequence};
@@ -238,6 +241,7 @@ impl Scheduler {
             s.slot = Some(slot);
             s.prefilled = cached;
             s.cached = cached;
+            s.started = Some(std::time::Instant::now());
             starting.push((i, cached));
         }
         let slot_of = |i: usize| self.running[i].slot.expect("opened above");
@@ -317,12 +321,18 @@ impl Scheduler {
         }
         let decoding = plan.len();
         let mut budget = self.prefill.tokens(decoding);
-        // Interactive prompts take the budget first; the sort is stable,
-        // so arrival order holds within a priority.
+        // Interactive prompts take the budget first, then the one due
+        // first (`prefill_order`).
         let mut prefilling: Vec<usize> = (0..self.running.len())
             .filter(|&i| self.running[i].prefilling())
             .collect();
-        prefilling.sort_by_key(|&i| self.running[i].priority);
+        let (token_s, now) = (self.prefill.token_seconds(), std::time::Instant::now());
+        prefilling.sort_by_key(|&i| {
+            let s = &self.running[i];
+            let started = s.started.unwrap_or(now);
+            let due = prefill_order::due(started, s.prompt.len() - s.cached, token_s);
+            (s.priority, due)
+        });
         for i in prefilling {
             let s = &self.running[i];
             if budget > 0 {

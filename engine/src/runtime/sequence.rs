@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -58,6 +59,8 @@ pub struct Sequence {
     pub prefilled: usize,
     /// Prompt tokens served from the prefix cache.
     pub cached: usize,
+    /// When it started (`prefill_order` weighs its wait against its length).
+    pub started: Option<Instant>,
     /// Tokens sampled so far (an ending EOS included).
     sampled: usize,
     /// The token to feed at the next decode step.
@@ -114,6 +117,7 @@ impl Sequence {
             slot: None,
             prefilled: 0,
             cached: 0,
+            started: None,
             sampled: 0,
             next_input: [0],
             replied: Vec::new(),
