@@ -7,7 +7,7 @@
 # cache; a bound shows as a flat line after the first burst.
 #
 #   scripts/speed/memory.sh [--bursts N] [--concurrency C] [--output-len T] [--no-verify]
-#                   [--model NAME] [--tolerate CHECK] -- SERVER...
+#                   [--model NAME] [--tolerate CHECK] [--agents TURNS] -- SERVER...
 #
 # SERVER is the command that serves on $PORT (default 8090), for example
 #   scripts/speed/memory.sh -- target/release/afm-serve --model smollm2 --port 8090
@@ -20,7 +20,12 @@
 # random weights); --model is the name requests send (default: the first
 # id the server lists; --tolerate CHECK passes afm-bench's flag, e.g.
 # `--tolerate stream` for mlx-lm's `chat.completion` usage label, so its
-# replies count as served). Prints one row per burst;
+# replies count as served). --agents TURNS makes each burst C coding-agent
+# sessions of TURNS turns instead (afm-bench --prompts agents: the agents'
+# whole instructions and tools, each turn adding a shell call and its
+# output, replies of --output-len tokens, answers not checked), new sessions
+# every burst, so the prefix cache keeps taking conversations it must
+# evict. Prints one row per burst;
 # AFM_BENCH names the afm-bench binary (default target/release/afm-bench).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -28,6 +33,7 @@ BURSTS=5
 CONCURRENCY=64
 OUTPUT_LEN=128
 BENCH_FLAGS=()
+AGENT_TURNS=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --bursts) BURSTS="$2"; shift 2 ;;
@@ -36,8 +42,9 @@ while [ $# -gt 0 ]; do
     --no-verify) BENCH_FLAGS+=(--no-verify); shift ;;
     --model) BENCH_FLAGS+=(--model "$2"); shift 2 ;;
     --tolerate) BENCH_FLAGS+=(--tolerate "$2"); shift 2 ;;
+    --agents) AGENT_TURNS="$2"; shift 2 ;;
     --) shift; break ;;
-    *) echo "memory.sh: unknown argument '$1' (--bursts N, --concurrency C, --output-len T, --model NAME, --tolerate CHECK, -- SERVER...)" >&2; exit 2 ;;
+    *) echo "memory.sh: unknown argument '$1' (--bursts N, --concurrency C, --output-len T, --model NAME, --tolerate CHECK, --agents TURNS, -- SERVER...)" >&2; exit 2 ;;
     esac
 done
 [ $# -gt 0 ] || { echo "memory.sh: no server command after --" >&2; exit 2; }
@@ -85,9 +92,17 @@ echo "| burst | served | RSS MiB | GPU MiB | MLX active MiB | MLX cached MiB | c
 echo "|---:|---:|---:|---:|---:|---:|---:|"
 row "after load" -
 for b in $(seq 1 "$BURSTS"); do
-    "$AFM_BENCH" run --url "$URL" --concurrency "$CONCURRENCY" --requests "$CONCURRENCY" \
-        --output-len "$OUTPUT_LEN" --max-tokens "$OUTPUT_LEN" --ignore-eos --seed "$b" \
-        --warmup 0 --schema-share 0 "${BENCH_FLAGS[@]}" --out "$WORK/bench-$b" >"$WORK/bench-$b.txt" 2>&1 || true
+    if [ "$AGENT_TURNS" -gt 0 ]; then
+        # One level's salt per run: each burst's sessions are new ones.
+        "$AFM_BENCH" run --url "$URL" --prompts agents --turns "$AGENT_TURNS" \
+            --concurrency "$CONCURRENCY" --requests "$((CONCURRENCY * AGENT_TURNS))" \
+            --max-tokens "$OUTPUT_LEN" --seed "$b" --warmup 0 --schema-share 0 --verify-alone 0 \
+            "${BENCH_FLAGS[@]}" --out "$WORK/bench-$b" >"$WORK/bench-$b.txt" 2>&1 || true
+    else
+        "$AFM_BENCH" run --url "$URL" --concurrency "$CONCURRENCY" --requests "$CONCURRENCY" \
+            --output-len "$OUTPUT_LEN" --max-tokens "$OUTPUT_LEN" --ignore-eos --seed "$b" \
+            --warmup 0 --schema-share 0 "${BENCH_FLAGS[@]}" --out "$WORK/bench-$b" >"$WORK/bench-$b.txt" 2>&1 || true
+    fi
     served="$(python3 -c 'import json, sys
 lv = json.load(open(sys.argv[1]))["variants"][0]["levels"][0]
 print("%d/%d" % (lv["requests"] - lv["errors"] - lv["corrupted"], lv["requests"]))' "$WORK/bench-$b/bench.json" 2>/dev/null || echo "?")"
