@@ -38,10 +38,10 @@ pub struct PrefillBudget {
     token_s: Option<f64>,
     /// Prompt tokens of the last step with decodes.
     last: usize,
-    /// Seconds a prompt token took in a step with nothing decoding
-    /// (running estimate): what [`Self::token_seconds`] says before any
-    /// step had both.
-    alone_s: Option<f64>,
+    /// Wall seconds per prompt token of the steps that read prompts, the
+    /// decodes beside them included (running estimate): the pace at which
+    /// prompts are read now.
+    read_s: Option<f64>,
 }
 
 impl PrefillBudget {
@@ -52,7 +52,7 @@ impl PrefillBudget {
             decode_s: None,
             token_s: None,
             last: 0,
-            alone_s: None,
+            read_s: None,
         }
     }
 
@@ -73,23 +73,24 @@ impl PrefillBudget {
         }
     }
 
-    /// Seconds a prompt token costs now (beside decodes where a step had
-    /// both, else alone); `None` before any prompt was measured.
-    pub fn token_seconds(&self) -> Option<f64> {
-        self.token_s.or(self.alone_s)
+    /// Wall seconds a prompt token takes to read at the current pace (a
+    /// step's time over its prompt tokens, beside decodes or not); `None`
+    /// before any prompt was read.
+    pub fn read_seconds(&self) -> Option<f64> {
+        self.read_s
     }
 
     /// What a step with `decoding` streams and `prefilled` prompt tokens took.
     pub fn observe(&mut self, decoding: usize, prefilled: usize, took: Duration) {
         let t = took.as_secs_f64();
+        if prefilled > 0 {
+            let token = t / prefilled as f64;
+            self.read_s = Some(match self.read_s {
+                Some(old) => old + TOKEN_WEIGHT * (token - old),
+                None => token,
+            });
+        }
         if decoding == 0 {
-            if prefilled > 0 {
-                let token = t / prefilled as f64;
-                self.alone_s = Some(match self.alone_s {
-                    Some(old) => old + TOKEN_WEIGHT * (token - old),
-                    None => token,
-                });
-            }
             return;
         }
         if prefilled == 0 {
@@ -183,16 +184,20 @@ mod tests {
     }
 
     #[test]
-    fn a_token_is_priced_beside_decodes_once_measured_there_else_alone() {
+    fn the_reading_pace_is_wall_time_per_prompt_token_decodes_included() {
         let mut b = PrefillBudget::new(256, 1.0);
-        assert_eq!(b.token_seconds(), None);
+        assert_eq!(b.read_seconds(), None);
         b.observe(0, 100, ms(500));
-        assert_eq!(b.token_seconds(), Some(0.005));
-        // The chunk beside decodes is still sized from steps with both.
-        assert_eq!(b.tokens(4), FIRST_CHUNK);
+        assert_eq!(b.read_seconds(), Some(0.005));
+        // A step of decodes alone says nothing of it.
         b.observe(4, 0, ms(100));
+        assert_eq!(b.read_seconds(), Some(0.005));
+        // 10 tokens in a 200 ms step beside decodes: 20 ms each, and the
+        // estimate moves half way.
         b.observe(4, 10, ms(200));
-        assert_eq!(b.token_seconds(), Some(0.01));
+        assert_eq!(b.read_seconds(), Some(0.0125));
+        // The chunk beside decodes is sized from the token's own cost.
+        assert_eq!(b.tokens(4), 10);
     }
 
     #[test]

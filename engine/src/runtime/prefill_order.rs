@@ -7,19 +7,20 @@
 //! longer than a cold prompt took (77 s). Shortest first would end that
 //! and starve a long prompt under a stream of short ones. So a prompt is
 //! due when it would have been read had it run alone from its start: its
-//! start plus its uncached tokens at the current price of a token
-//! ([`PrefillBudget::token_seconds`]), and the earliest due goes first. A
+//! start plus its uncached tokens at the pace prompts are read now, the
+//! decodes beside them included ([`PrefillBudget::read_seconds`]), and
+//! the earliest due goes first. A
 //! short prompt passes the long ones that started shortly before it; a
 //! long prompt that has waited about its own length passes every prompt
 //! that starts after that.
 //!
-//! [`PrefillBudget::token_seconds`]: crate::runtime::prefill_budget::PrefillBudget::token_seconds
+//! [`PrefillBudget::read_seconds`]: crate::runtime::prefill_budget::PrefillBudget::read_seconds
 
 use std::time::{Duration, Instant};
 
 /// When a prompt that started at `started` with `tokens` left to compute
-/// is due, a token costing `token_s` seconds (unpriced: at its start, so
-/// arrival order).
+/// is due, a token taking `token_s` seconds to read (unknown: at its
+/// start, so arrival order).
 pub fn due(started: Instant, tokens: usize, token_s: Option<f64>) -> Instant {
     let alone = match token_s {
         None => Duration::ZERO,

@@ -326,7 +326,7 @@ impl Scheduler {
         let mut prefilling: Vec<usize> = (0..self.running.len())
             .filter(|&i| self.running[i].prefilling())
             .collect();
-        let (token_s, now) = (self.prefill.token_seconds(), std::time::Instant::now());
+        let (token_s, now) = (self.prefill.read_seconds(), std::time::Instant::now());
         prefilling.sort_by_key(|&i| {
             let s = &self.running[i];
             let started = s.started.unwrap_or(now);
