@@ -248,32 +248,50 @@ fn stop_strings_finish_reasons_and_logprobs() {
     assert!(engine.submit(&request(too_many)).is_err());
 }
 
+/// An engine reading prompts in chunks of 64, without a prefix cache,
+/// MLX's cache of freed buffers bounded by `mlx_cache_bytes`.
+fn chunked_engine(mlx_cache_bytes: Option<usize>) -> Engine {
+    Engine::start(
+        "smollm2",
+        EngineConfig {
+            prefix_caching: false,
+            concurrent: 8,
+            prefill_chunk: 64,
+            mlx_cache_bytes,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// About `10 * rules` tokens of system prompt, then a short question.
+fn asking(rules: usize, max_tokens: usize) -> GenerationRequest {
+    request(json!({
+        "messages": [
+            {"role": "system", "content": system_prompt(rules)},
+            {"role": "user", "content": "Say hi."}
+        ],
+        "max_tokens": max_tokens, "temperature": 0
+    }))
+}
+
+/// Submits `r` and returns its stream once the engine has started it.
+fn started(engine: &Engine, r: &GenerationRequest) -> afm_engine::RequestStream {
+    let mut stream = engine.submit(r).unwrap();
+    match stream.next_blocking() {
+        Some(EngineEvent::Started { .. }) => stream,
+        other => panic!("expected Started, got {other:?}"),
+    }
+}
+
 /// A short prompt that starts while a long one is read is not queued
 /// behind it: prompts are read earliest due first (start plus length).
 /// In arrival order the short one would get the long one's leftovers only
 /// in its last chunk and end a step or more after it.
 #[test]
 fn a_short_prompt_is_read_before_a_long_one_that_started_first() {
-    let engine = Engine::start(
-        "smollm2",
-        EngineConfig {
-            prefix_caching: false,
-            concurrent: 8,
-            prefill_chunk: 64,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let asking = |rules: usize| {
-        request(json!({
-            "messages": [
-                {"role": "system", "content": system_prompt(rules)},
-                {"role": "user", "content": "Say hi."}
-            ],
-            "max_tokens": 1, "temperature": 0
-        }))
-    };
-    let (long, short) = (asking(150), asking(10));
+    let engine = chunked_engine(None);
+    let (long, short) = (asking(150, 1), asking(10, 1));
     let long_tokens = engine.prompt_tokens(&long).unwrap().len();
     let short_tokens = engine.prompt_tokens(&short).unwrap().len();
     assert!(long_tokens > 20 * 64, "{long_tokens} tokens");
@@ -282,11 +300,7 @@ fn a_short_prompt_is_read_before_a_long_one_that_started_first() {
         "{short_tokens} tokens"
     );
 
-    let mut long_stream = engine.submit(&long).unwrap();
-    match long_stream.next_blocking() {
-        Some(EngineEvent::Started { .. }) => {}
-        other => panic!("expected Started, got {other:?}"),
-    }
+    let long_stream = started(&engine, &long);
     let long_done = std::thread::spawn(move || {
         long_stream.collect_blocking().unwrap();
         std::time::Instant::now()
@@ -308,38 +322,15 @@ fn a_short_prompt_is_read_before_a_long_one_that_started_first() {
 /// freed it (a crash, or stale bytes in the reply).
 #[test]
 fn a_reply_is_unchanged_when_the_store_shrinks_under_it() {
-    let engine = Engine::start(
-        "smollm2",
-        EngineConfig {
-            prefix_caching: false,
-            concurrent: 8,
-            prefill_chunk: 64,
-            // Freed buffers go back to the system at once, so reading one
-            // faults instead of finding its old bytes in MLX's cache.
-            mlx_cache_bytes: Some(0),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let asking = |rules: usize, max_tokens: usize| {
-        request(json!({
-            "messages": [
-                {"role": "system", "content": system_prompt(rules)},
-                {"role": "user", "content": "Say hi."}
-            ],
-            "max_tokens": max_tokens, "temperature": 0
-        }))
-    };
+    // Freed buffers go back to the system at once, so reading one faults
+    // instead of finding its old bytes in MLX's cache.
+    let engine = chunked_engine(Some(0));
     // The shorter prompt goes first and ends while the longer one (whose
     // length sized the store) has read only its first chunks.
     let (first, second) = (asking(60, 1), asking(150, 8));
     let alone = engine.submit(&second).unwrap().collect_blocking().unwrap();
 
-    let mut first_stream = engine.submit(&first).unwrap();
-    assert!(matches!(
-        first_stream.next_blocking(),
-        Some(EngineEvent::Started { .. })
-    ));
+    let first_stream = started(&engine, &first);
     let beside = engine.submit(&second).unwrap();
     first_stream.collect_blocking().unwrap();
     assert_eq!(beside.collect_blocking().unwrap().text, alone.text);

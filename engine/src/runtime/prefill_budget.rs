@@ -84,29 +84,25 @@ impl PrefillBudget {
     pub fn observe(&mut self, decoding: usize, prefilled: usize, took: Duration) {
         let t = took.as_secs_f64();
         if prefilled > 0 {
-            let token = t / prefilled as f64;
-            self.read_s = Some(match self.read_s {
-                Some(old) => old + TOKEN_WEIGHT * (token - old),
-                None => token,
-            });
+            self.read_s = Some(smoothed(self.read_s, t / prefilled as f64, TOKEN_WEIGHT));
         }
         if decoding == 0 {
             return;
         }
         if prefilled == 0 {
-            self.decode_s = Some(match self.decode_s {
-                Some(d) => d + DECODE_WEIGHT * (t - d),
-                None => t,
-            });
+            self.decode_s = Some(smoothed(self.decode_s, t, DECODE_WEIGHT));
         } else if let Some(decode) = self.decode_s {
             let token = (t - decode).max(0.0) / prefilled as f64;
-            self.token_s = Some(match self.token_s {
-                Some(old) => old + TOKEN_WEIGHT * (token - old),
-                None => token,
-            });
+            self.token_s = Some(smoothed(self.token_s, token, TOKEN_WEIGHT));
             self.last = prefilled;
         }
     }
+}
+
+/// A running estimate moved `weight` of the way to `new` (`new` itself
+/// when there was none).
+fn smoothed(old: Option<f64>, new: f64, weight: f64) -> f64 {
+    old.map_or(new, |old| old + weight * (new - old))
 }
 
 #[cfg(test)]

@@ -327,7 +327,7 @@ impl Scheduler {
             .filter(|&i| self.running[i].prefilling())
             .collect();
         let (token_s, now) = (self.prefill.read_seconds(), std::time::Instant::now());
-        prefilling.sort_by_key(|&i| {
+        prefilling.sort_by_cached_key(|&i| {
             let s = &self.running[i];
             let started = s.started.unwrap_or(now);
             let due = prefill_order::due(started, s.prompt.len() - s.cached, token_s);
