@@ -10,7 +10,7 @@ use super::json::schema_errors;
 use crate::outcome::{clip, ensure, Outcome};
 use crate::protocol::dialect::Dialect;
 use crate::protocol::exchange::Exchange;
-use crate::protocol::reply::Reply;
+use crate::protocol::reply::{is_token_limit, Reply};
 
 /// Exactly `count` calls (else at least one), the first named `name`.
 pub(super) fn call(r: &Reply, name: Option<&str>, count: Option<usize>) -> Outcome {
@@ -39,23 +39,36 @@ pub(super) fn none(r: &Reply) -> Outcome {
 
 /// Each call's arguments: one JSON object, of a tool the request offered,
 /// valid against its parameters (types included: "10" is not an integer).
+/// A reply stopped at its token limit may end inside its last call, whose
+/// arguments are then whatever the server makes of a cut object (the text
+/// as written, healed JSON, or the keys that ended): that call must only
+/// be an offered tool with a JSON object or the start of one, as a cut
+/// JSON reply is held to no schema.
 pub(super) fn args(ex: &Exchange, r: &Reply) -> Outcome {
     let tools = Dialect::of(ex).tool_schemas(&ex.request);
-    for c in &r.tool_calls {
-        let args: Value = serde_json::from_str(&c.arguments).map_err(|e| {
-            (
-                "arguments: one JSON object".to_string(),
-                format!("{}: {e}: {}", c.name, clip(&c.arguments)),
-            )
-        })?;
-        ensure(args.is_object(), "arguments: a JSON object", || {
-            format!("{}: {}", c.name, clip(&c.arguments))
-        })?;
+    let cut =
+        (r.tool_calls.len().checked_sub(1)).filter(|_| is_token_limit(r.finish_reason.as_deref()));
+    for (i, c) in r.tool_calls.iter().enumerate() {
         let schema = tools.get(&c.name).ok_or((
             "a call of an offered tool".to_string(),
             format!("unknown tool {:?}", c.name),
         ))?;
-        schema_errors(schema, &args).map_err(|(e, a)| (e, format!("{}: {a}", c.name)))?;
+        let args: Value = match serde_json::from_str(&c.arguments) {
+            Ok(args) => args,
+            Err(e) if e.is_eof() && cut == Some(i) => continue,
+            Err(e) => {
+                return Err((
+                    "arguments: one JSON object".to_string(),
+                    format!("{}: {e}: {}", c.name, clip(&c.arguments)),
+                ))
+            }
+        };
+        ensure(args.is_object(), "arguments: a JSON object", || {
+            format!("{}: {}", c.name, clip(&c.arguments))
+        })?;
+        if cut != Some(i) {
+            schema_errors(schema, &args).map_err(|(e, a)| (e, format!("{}: {a}", c.name)))?;
+        }
     }
     Ok(())
 }
@@ -196,6 +209,52 @@ mod tests {
                 "a call of an offered tool".into(),
                 "unknown tool \"get_time\"".into()
             ))
+        );
+    }
+
+    #[test]
+    fn only_a_call_cut_by_the_token_limit_may_miss_its_arguments() {
+        let cut = |calls_: &[(&str, &str, &str)], finish: &str| {
+            let mut ex = calls(calls_);
+            ex.body["choices"][0]["finish_reason"] = json!(finish);
+            check_one(&Check::ToolArgs, &ex)
+        };
+        // The last call, cut: the keys that ended, or the text as written.
+        assert_eq!(cut(&[("c1", "get_weather", "{}")], "length"), Ok(()));
+        assert_eq!(
+            cut(&[("c1", "get_weather", r#"{"city": "Os"#)], "length"),
+            Ok(())
+        );
+        // The same calls in a reply that ended by itself are wrong.
+        assert_eq!(
+            cut(&[("c1", "get_weather", "{}")], "tool_calls")
+                .unwrap_err()
+                .0,
+            "valid against the schema"
+        );
+        // A cut reply's earlier calls ended, and are judged whole.
+        assert_eq!(
+            cut(
+                &[("c1", "get_weather", "{}"), ("c2", "get_weather", "{}")],
+                "length"
+            )
+            .unwrap_err()
+            .0,
+            "valid against the schema"
+        );
+        // Cut or not: no second object after the first, no unknown tool.
+        assert_eq!(
+            cut(
+                &[("c1", "get_weather", r#"{"city": "Oslo"}{"city"#)],
+                "length"
+            )
+            .unwrap_err()
+            .0,
+            "arguments: one JSON object"
+        );
+        assert_eq!(
+            cut(&[("c1", "get_time", "{}")], "length").unwrap_err().0,
+            "a call of an offered tool"
         );
     }
 
