@@ -285,8 +285,8 @@ fn started(engine: &Engine, r: &GenerationRequest) -> afm_engine::RequestStream 
 }
 
 /// A short prompt that starts while a long one is read is not queued
-/// behind it: prompts are read earliest due first (start plus length).
-/// In arrival order the short one would get the long one's leftovers only
+/// behind it: prompts are read in the order equal shares of the work
+/// would end them (`prefill_order`). In arrival order the short one would get the long one's leftovers only
 /// in its last chunk and end a step or more after it.
 #[test]
 fn a_short_prompt_is_read_before_a_long_one_that_started_first() {
@@ -312,6 +312,71 @@ fn a_short_prompt_is_read_before_a_long_one_that_started_first() {
         short_done < long_done,
         "the short prompt ended {:?} after the long one",
         short_done - long_done
+    );
+}
+
+/// A session's next turn, most of it cached, is read before another
+/// session's cold prompt that started with the first turn and waited for
+/// it: under equal shares that prompt is still far from read. (Weighing
+/// each prompt's wait against its length put the turn behind it: the cold
+/// prompt had waited as long as the first turn took, and the agent's tool
+/// ran on top.)
+#[test]
+fn a_cached_turn_passes_a_cold_prompt_that_waited_for_the_first_turn() {
+    let engine = Engine::start(
+        "smollm2",
+        EngineConfig {
+            concurrent: 8,
+            prefill_chunk: 64,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let opening = |session: &str| {
+        vec![
+            json!({"role": "system", "content": format!("{session} {}", system_prompt(150))}),
+            json!({"role": "user", "content": "Say hi."}),
+        ]
+    };
+    let ask = |messages: &[serde_json::Value]| {
+        request(json!({"messages": messages, "max_tokens": 1, "temperature": 0}))
+    };
+    let first = started(&engine, &ask(&opening("Session A.")));
+    let cold = started(&engine, &ask(&opening("Session B.")));
+    let cold_done = std::thread::spawn(move || {
+        cold.collect_blocking().unwrap();
+        std::time::Instant::now()
+    });
+    let reply = first.collect_blocking().unwrap();
+    // The agent runs its tool: the cold prompt is read on meanwhile, three
+    // chunks of it.
+    let read = |e: &Engine| e.stats().prefill_computed_tokens as usize;
+    while read(&engine) < reply.usage.prompt_tokens + 3 * 64 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+
+    let mut next = opening("Session A.");
+    next.push(json!({"role": "assistant", "content": reply.text}));
+    // Like a tool's output: a few chunks of new tokens.
+    next.push(json!({"role": "user", "content": system_prompt(20)}));
+    let turn = engine
+        .submit(&ask(&next))
+        .unwrap()
+        .collect_blocking()
+        .unwrap();
+    let turn_done = std::time::Instant::now();
+    let cold_done = cold_done.join().unwrap();
+    assert!(
+        turn.usage.cached_tokens >= reply.usage.prompt_tokens,
+        "the turn had {} of its {} tokens cached, the first turn {}",
+        turn.usage.cached_tokens,
+        turn.usage.prompt_tokens,
+        reply.usage.prompt_tokens
+    );
+    assert!(
+        turn_done < cold_done,
+        "the cached turn ended {:?} after the cold prompt",
+        turn_done - cold_done
     );
 }
 

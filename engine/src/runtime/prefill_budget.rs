@@ -38,10 +38,6 @@ pub struct PrefillBudget {
     token_s: Option<f64>,
     /// Prompt tokens of the last step with decodes.
     last: usize,
-    /// Wall seconds per prompt token of the steps that read prompts, the
-    /// decodes beside them included (running estimate): the pace at which
-    /// prompts are read now.
-    read_s: Option<f64>,
 }
 
 impl PrefillBudget {
@@ -52,7 +48,6 @@ impl PrefillBudget {
             decode_s: None,
             token_s: None,
             last: 0,
-            read_s: None,
         }
     }
 
@@ -73,22 +68,12 @@ impl PrefillBudget {
         }
     }
 
-    /// Wall seconds a prompt token takes to read at the current pace (a
-    /// step's time over its prompt tokens, beside decodes or not); `None`
-    /// before any prompt was read.
-    pub fn read_seconds(&self) -> Option<f64> {
-        self.read_s
-    }
-
     /// What a step with `decoding` streams and `prefilled` prompt tokens took.
     pub fn observe(&mut self, decoding: usize, prefilled: usize, took: Duration) {
-        let t = took.as_secs_f64();
-        if prefilled > 0 {
-            self.read_s = Some(smoothed(self.read_s, t / prefilled as f64, TOKEN_WEIGHT));
-        }
         if decoding == 0 {
             return;
         }
+        let t = took.as_secs_f64();
         if prefilled == 0 {
             self.decode_s = Some(smoothed(self.decode_s, t, DECODE_WEIGHT));
         } else if let Some(decode) = self.decode_s {
@@ -177,23 +162,6 @@ mod tests {
         b.observe(4, 0, ms(100));
         b.observe(4, 1, ms(110));
         assert_eq!(b.tokens(4), 1);
-    }
-
-    #[test]
-    fn the_reading_pace_is_wall_time_per_prompt_token_decodes_included() {
-        let mut b = PrefillBudget::new(256, 1.0);
-        assert_eq!(b.read_seconds(), None);
-        b.observe(0, 100, ms(500));
-        assert_eq!(b.read_seconds(), Some(0.005));
-        // A step of decodes alone says nothing of it.
-        b.observe(4, 0, ms(100));
-        assert_eq!(b.read_seconds(), Some(0.005));
-        // 10 tokens in a 200 ms step beside decodes: 20 ms each, and the
-        // estimate moves half way.
-        b.observe(4, 10, ms(200));
-        assert_eq!(b.read_seconds(), Some(0.0125));
-        // The chunk beside decodes is sized from the token's own cost.
-        assert_eq!(b.tokens(4), 10);
     }
 
     #[test]

@@ -20,8 +20,10 @@
 //! free slot, so an interactive arrival starts at the next step instead of
 //! waiting for a batch reply to end (decode steps cannot be preempted).
 //! Interactive prompts also get the step's prefill budget first. Within a
-//! priority, the prompt due first by `prefill_order` (its start plus its
-//! length) goes first: a cached turn passes the cold prompts before it.
+//! priority, the prompt that sharing the prompt work equally would read
+//! first goes first (`prefill_order`): a cached turn passes the cold
+//! prompts before it, and no prompt is passed for much longer than equal
+//! shares would take to read it.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -32,7 +34,7 @@ use crate::runtime::config::EngineConfig;
 use crate::runtime::events::EngineEvent;
 use crate::runtime::model_text::ModelText;
 use crate::runtime::prefill_budget::PrefillBudget;
-use crate::runtime::prefill_order;
+use crate::runtime::prefill_order::PrefillOrder;
 use crate::runtime::prefix_cache::PrefixCache;
 use crate::runtime::request::Priority;
 use crate::runtime::sequence::{NewSequence, Sequence};
@@ -59,6 +61,8 @@ pub struct Scheduler {
     prefix: Option<PrefixCache>,
     /// Prompt tokens per step, so running streams keep their pace.
     prefill: PrefillBudget,
+    /// Which prompt the budget goes to first.
+    order: PrefillOrder,
     stats: Arc<Mutex<EngineStats>>,
 }
 
@@ -79,6 +83,7 @@ impl Scheduler {
         Scheduler {
             kv: KvStore::new(model.kv_layout()).with_max_positions(text.limits.context_length),
             prefill: PrefillBudget::new(config.prefill_chunk, config.prefill_share),
+            order: PrefillOrder::default(),
             model,
             text,
             config,
@@ -241,7 +246,7 @@ impl Scheduler {
             s.slot = Some(slot);
             s.prefilled = cached;
             s.cached = cached;
-            s.started = Some(std::time::Instant::now());
+            s.shared_end = Some(self.order.end(s.prompt.len() - cached));
             starting.push((i, cached));
         }
         let slot_of = |i: usize| self.running[i].slot.expect("opened above");
@@ -321,18 +326,20 @@ impl Scheduler {
         }
         let decoding = plan.len();
         let mut budget = self.prefill.tokens(decoding);
-        // Interactive prompts take the budget first, then the one due
-        // first (`prefill_order`).
+        // Interactive prompts take the budget first, then the one equal
+        // shares would read first (`prefill_order`).
         let mut prefilling: Vec<usize> = (0..self.running.len())
             .filter(|&i| self.running[i].prefilling())
             .collect();
-        let (token_s, now) = (self.prefill.read_seconds(), std::time::Instant::now());
-        prefilling.sort_by_cached_key(|&i| {
-            let s = &self.running[i];
-            let started = s.started.unwrap_or(now);
-            let due = prefill_order::due(started, s.prompt.len() - s.cached, token_s);
-            (s.priority, due)
+        let shared_end = |s: &Sequence| s.shared_end.unwrap_or(f64::INFINITY);
+        prefilling.sort_by(|&a, &b| {
+            let (a, b) = (&self.running[a], &self.running[b]);
+            (a.priority.cmp(&b.priority)).then(shared_end(a).total_cmp(&shared_end(b)))
         });
+        let reading: Vec<f64> = prefilling
+            .iter()
+            .map(|&i| shared_end(&self.running[i]))
+            .collect();
         for i in prefilling {
             let s = &self.running[i];
             if budget > 0 {
@@ -397,6 +404,7 @@ impl Scheduler {
         };
         let computed = started.elapsed();
         self.prefill.observe(decoding, prefill_tokens, computed);
+        self.order.read(prefill_tokens, reading);
         self.stats
             .lock()
             .expect("stats")

@@ -7,7 +7,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -59,8 +58,9 @@ pub struct Sequence {
     pub prefilled: usize,
     /// Prompt tokens served from the prefix cache.
     pub cached: usize,
-    /// When it started (`prefill_order` weighs its wait against its length).
-    pub started: Option<Instant>,
+    /// Where its prompt ends in the equal-share reading of the prompts
+    /// (`prefill_order`), set when it starts.
+    pub shared_end: Option<f64>,
     /// Tokens sampled so far (an ending EOS included).
     sampled: usize,
     /// The token to feed at the next decode step.
@@ -117,7 +117,7 @@ impl Sequence {
             slot: None,
             prefilled: 0,
             cached: 0,
-            started: None,
+            shared_end: None,
             sampled: 0,
             next_input: [0],
             replied: Vec::new(),
