@@ -248,13 +248,13 @@ fn stop_strings_finish_reasons_and_logprobs() {
     assert!(engine.submit(&request(too_many)).is_err());
 }
 
-/// An engine reading prompts in chunks of 64, without a prefix cache,
-/// MLX's cache of freed buffers bounded by `mlx_cache_bytes`.
-fn chunked_engine(mlx_cache_bytes: Option<usize>) -> Engine {
+/// An engine reading prompts in chunks of 64, with or without a prefix
+/// cache, MLX's cache of freed buffers bounded by `mlx_cache_bytes`.
+fn chunked_engine(prefix_caching: bool, mlx_cache_bytes: Option<usize>) -> Engine {
     Engine::start(
         "smollm2",
         EngineConfig {
-            prefix_caching: false,
+            prefix_caching,
             concurrent: 8,
             prefill_chunk: 64,
             mlx_cache_bytes,
@@ -286,11 +286,12 @@ fn started(engine: &Engine, r: &GenerationRequest) -> afm_engine::RequestStream 
 
 /// A short prompt that starts while a long one is read is not queued
 /// behind it: prompts are read in the order equal shares of the work
-/// would end them (`prefill_order`). In arrival order the short one would get the long one's leftovers only
-/// in its last chunk and end a step or more after it.
+/// would end them (`prefill_order`). In arrival order the short one would
+/// get the long one's leftovers only in its last chunk and end a step or
+/// more after it.
 #[test]
 fn a_short_prompt_is_read_before_a_long_one_that_started_first() {
-    let engine = chunked_engine(None);
+    let engine = chunked_engine(false, None);
     let (long, short) = (asking(150, 1), asking(10, 1));
     let long_tokens = engine.prompt_tokens(&long).unwrap().len();
     let short_tokens = engine.prompt_tokens(&short).unwrap().len();
@@ -323,15 +324,7 @@ fn a_short_prompt_is_read_before_a_long_one_that_started_first() {
 /// ran on top.)
 #[test]
 fn a_cached_turn_passes_a_cold_prompt_that_waited_for_the_first_turn() {
-    let engine = Engine::start(
-        "smollm2",
-        EngineConfig {
-            concurrent: 8,
-            prefill_chunk: 64,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let engine = chunked_engine(true, None);
     let opening = |session: &str| {
         vec![
             json!({"role": "system", "content": format!("{session} {}", system_prompt(150))}),
@@ -389,7 +382,7 @@ fn a_cached_turn_passes_a_cold_prompt_that_waited_for_the_first_turn() {
 fn a_reply_is_unchanged_when_the_store_shrinks_under_it() {
     // Freed buffers go back to the system at once, so reading one faults
     // instead of finding its old bytes in MLX's cache.
-    let engine = chunked_engine(Some(0));
+    let engine = chunked_engine(false, Some(0));
     // The shorter prompt goes first and ends while the longer one (whose
     // length sized the store) has read only its first chunks.
     let (first, second) = (asking(60, 1), asking(150, 8));

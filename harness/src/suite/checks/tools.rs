@@ -46,16 +46,17 @@ pub(super) fn none(r: &Reply) -> Outcome {
 /// JSON reply is held to no schema.
 pub(super) fn args(ex: &Exchange, r: &Reply) -> Outcome {
     let tools = Dialect::of(ex).tool_schemas(&ex.request);
-    let cut =
-        (r.tool_calls.len().checked_sub(1)).filter(|_| is_token_limit(r.finish_reason.as_deref()));
+    let last = r.tool_calls.len().saturating_sub(1);
+    let cut_at_limit = is_token_limit(r.finish_reason.as_deref());
     for (i, c) in r.tool_calls.iter().enumerate() {
+        let cut = cut_at_limit && i == last;
         let schema = tools.get(&c.name).ok_or((
             "a call of an offered tool".to_string(),
             format!("unknown tool {:?}", c.name),
         ))?;
         let args: Value = match serde_json::from_str(&c.arguments) {
             Ok(args) => args,
-            Err(e) if e.is_eof() && cut == Some(i) => continue,
+            Err(e) if e.is_eof() && cut => continue,
             Err(e) => {
                 return Err((
                     "arguments: one JSON object".to_string(),
@@ -66,7 +67,7 @@ pub(super) fn args(ex: &Exchange, r: &Reply) -> Outcome {
         ensure(args.is_object(), "arguments: a JSON object", || {
             format!("{}: {}", c.name, clip(&c.arguments))
         })?;
-        if cut != Some(i) {
+        if !cut {
             schema_errors(schema, &args).map_err(|(e, a)| (e, format!("{}: {a}", c.name)))?;
         }
     }
